@@ -1,0 +1,169 @@
+"""Typed, validated access to the crawler's settings.
+
+Every reader falls back to :mod:`crawler.defaults`; connection settings
+(``ENV_SETTINGS``) also fall back to the environment variable of the same name.
+A malformed value raises :class:`SettingError`, which names the setting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+from scrapy.settings import BaseSettings
+
+from crawler import defaults
+
+ENV_SETTINGS = frozenset(
+    {"KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI", "MONGO_DATABASE", "CRAWL_ID"}
+)
+SERVICE_SETTINGS = ("KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI")
+_CRAWL_ID_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,100}$")
+
+T = TypeVar("T")
+
+
+class SettingError(ValueError):
+    """A setting has a value the crawler cannot use."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"Setting {name}: {problem}")
+        self.setting = name
+
+
+def default(name: str) -> Any:
+    return getattr(defaults, name)
+
+
+def raw(settings: BaseSettings, name: str) -> Any:
+    """The value of *name*: the settings, then the environment, then the default."""
+    value = settings.get(name)
+    if value is None or value == "":
+        if name in ENV_SETTINGS and os.environ.get(name):
+            return os.environ[name]
+        return default(name)
+    return value
+
+
+def _convert(name: str, value: Any, kind: Callable[[Any], T], what: str) -> T:
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise SettingError(name, f"expected {what}, got {value!r}") from None
+
+
+def get_str(settings: BaseSettings, name: str) -> str:
+    value = raw(settings, name)
+    if not isinstance(value, str):
+        raise SettingError(name, f"expected a string, got {value!r}")
+    return value.strip()
+
+
+def get_int(settings: BaseSettings, name: str, *, minimum: int | None = None) -> int:
+    value = raw(settings, name)
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise SettingError(name, f"expected an integer, got {value!r}")
+    number = _convert(name, value, int, "an integer")
+    if minimum is not None and number < minimum:
+        raise SettingError(name, f"expected an integer >= {minimum}, got {number}")
+    return number
+
+
+def get_float(
+    settings: BaseSettings,
+    name: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive_min: bool = False,
+) -> float:
+    value = raw(settings, name)
+    if isinstance(value, bool):
+        raise SettingError(name, f"expected a number, got {value!r}")
+    number = _convert(name, value, float, "a number")
+    if number != number:  # NaN
+        raise SettingError(name, "expected a number, got NaN")
+    too_small = minimum is not None and (
+        number <= minimum if exclusive_min else number < minimum
+    )
+    if too_small or (maximum is not None and number > maximum):
+        low = f"> {minimum}" if exclusive_min else f">= {minimum}"
+        bound = " and ".join(
+            b for b in (low if minimum is not None else "", f"<= {maximum}" if maximum else "") if b
+        )
+        raise SettingError(name, f"expected a number {bound}, got {number}")
+    return number
+
+
+def get_bool(settings: BaseSettings, name: str) -> bool:
+    value = raw(settings, name)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off", ""}:
+        return False
+    raise SettingError(name, f"expected true or false, got {value!r}")
+
+
+def get_list(settings: BaseSettings, name: str) -> list[str]:
+    value = raw(settings, name)
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise SettingError(name, f"expected a list of strings, got {value!r}")
+
+
+def get_dict(settings: BaseSettings, name: str) -> dict[str, Any]:
+    value = raw(settings, name)
+    if isinstance(value, str):
+        value = _convert(name, value, json.loads, "a JSON object")
+    if isinstance(value, BaseSettings):
+        value = value.copy_to_dict()
+    if not isinstance(value, dict):
+        raise SettingError(name, f"expected a dict, got {value!r}")
+    return dict(value)
+
+
+def get_choice(settings: BaseSettings, name: str, choices: tuple[str, ...]) -> str:
+    value = get_str(settings, name).lower()
+    if value not in choices:
+        raise SettingError(name, f"expected one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def crawl_id(settings: BaseSettings, spider_name: str) -> str:
+    """``CRAWL_ID`` (setting or environment), else the spider's name; validated."""
+    value = get_str(settings, "CRAWL_ID") or spider_name
+    if not _CRAWL_ID_RE.match(value):
+        raise SettingError(
+            "CRAWL_ID",
+            f"{value!r} is not usable as a Kafka topic prefix and collection name "
+            "(letters, digits, '.', '_' and '-', at most 101 characters)",
+        )
+    return value
+
+
+def configured_services(settings: BaseSettings) -> list[str]:
+    """The connection settings that have a value (in the settings or the environment)."""
+    return [name for name in SERVICE_SETTINGS if get_str(settings, name)]
+
+
+def mask_url(url: str) -> str:
+    """*url* with any password replaced by ``***``, safe to log."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable address>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
