@@ -74,6 +74,75 @@ def kafka_common(bootstrap: str, connect_timeout: float) -> dict[str, Any]:
     return {
         "bootstrap_servers": [s.strip() for s in bootstrap.split(",") if s.strip()],
         "request_timeout_ms": max(int(connect_timeout * 1000), 10000),
-        "api_version_auto_timeout_ms": int(connect_timeout * 1000),
+        "bootstrap_timeout_ms": int(connect_timeout * 1000),
         "reconnect_backoff_max_ms": 2000,
     }
+
+
+def _kafka_unavailable(bootstrap: str, exc: BaseException) -> ServiceUnavailable:
+    return ServiceUnavailable("KAFKA_BOOTSTRAP_SERVERS", bootstrap, exc)
+
+
+def ensure_topics(
+    bootstrap: str, topics: dict[str, int], *, replication: int, connect_timeout: float
+) -> dict[str, int]:
+    """Create the missing *topics* (name -> partitions); returns their partition counts.
+
+    Blocking: call it from a thread. Raises :class:`ServiceUnavailable` when the
+    broker cannot be reached.
+    """
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+    try:
+        admin = KafkaAdminClient(**kafka_common(bootstrap, connect_timeout))
+    except Exception as exc:
+        raise _kafka_unavailable(bootstrap, exc) from exc
+    try:
+        missing = [t for t in topics if t not in set(admin.list_topics())]
+        if missing:
+            try:
+                admin.create_topics(
+                    [NewTopic(t, topics[t], replication) for t in missing], timeout_ms=10000
+                )
+                logger.info("Created topics %s", ", ".join(missing))
+            except TopicAlreadyExistsError:
+                pass
+        described = admin.describe_topics(list(topics))
+        return {d["topic"]: len(d["partitions"]) for d in described}
+    except KafkaError as exc:
+        raise _kafka_unavailable(bootstrap, exc) from exc
+    finally:
+        admin.close()
+
+
+def kafka_producer(bootstrap: str, *, connect_timeout: float, linger_ms: int,
+                   client_id: str) -> Any:
+    """A producer with ``acks=all``. Blocking constructor: call it from a thread."""
+    from kafka import KafkaProducer
+
+    try:
+        return KafkaProducer(
+            **kafka_common(bootstrap, connect_timeout), acks="all", linger_ms=linger_ms,
+            retries=5, client_id=client_id, max_block_ms=int(connect_timeout * 1000) * 4,
+        )
+    except Exception as exc:
+        raise _kafka_unavailable(bootstrap, exc) from exc
+
+
+def kafka_consumer(bootstrap: str, *, group_id: str, connect_timeout: float,
+                   client_id: str, session_timeout_ms: int, heartbeat_interval_ms: int,
+                   max_poll_interval_ms: int) -> Any:
+    """A group consumer that never auto-commits. Blocking: call it from a thread."""
+    from kafka import KafkaConsumer
+
+    try:
+        return KafkaConsumer(
+            **kafka_common(bootstrap, connect_timeout), group_id=group_id,
+            client_id=client_id, enable_auto_commit=False, auto_offset_reset="earliest",
+            session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
+            max_poll_interval_ms=max_poll_interval_ms,
+        )
+    except Exception as exc:
+        raise _kafka_unavailable(bootstrap, exc) from exc

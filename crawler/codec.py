@@ -1,0 +1,148 @@
+"""Versioned JSON encoding of requests and seeds; never pickle.
+
+A frontier record is a JSON object ``{"v": 1, "url": ..., ...}`` built from
+Scrapy's ``Request.to_dict``: bytes travel as base64, callbacks by name.
+A seed record is a bare URL or a JSON object ``{"url": ..., "priority": ...,
+"meta": {...}}``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from typing import Any
+from urllib.parse import urlsplit
+
+from scrapy import Request, Spider
+from scrapy.utils.request import request_from_dict
+
+VERSION = 1
+#: meta keys that never leave the process (leases are local to a worker)
+LOCAL_META_KEYS = frozenset({"crawler_lease", "download_slot", "_slot_proxy"})
+_SEED_KEYS = frozenset(
+    {"url", "priority", "meta", "callback", "errback", "method", "headers", "body",
+     "cookies", "cb_kwargs", "dont_filter", "flags", "encoding"}
+)
+
+
+class CodecError(ValueError):
+    """A record could not be encoded or decoded; the message says why."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: Any, field: str) -> bytes:
+    if not isinstance(text, str):
+        raise CodecError(f"field {field!r} must be a base64 string")
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError as exc:
+        raise CodecError(f"field {field!r} is not valid base64: {exc}") from None
+
+
+def encode_request(request: Request, spider: Spider | None = None) -> bytes:
+    """*request* as a versioned JSON record; :class:`CodecError` if it cannot be."""
+    try:
+        data = request.to_dict(spider=spider)
+    except ValueError as exc:  # a callback that is not a spider method
+        raise CodecError(str(exc)) from None
+    data["meta"] = {k: v for k, v in data["meta"].items() if k not in LOCAL_META_KEYS}
+    data["body"] = _b64(data["body"])
+    data["headers"] = {
+        _b64(bytes(name)): [_b64(bytes(v)) for v in values]
+        for name, values in data["headers"].items()
+    }
+    data["v"] = VERSION
+    try:
+        return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise CodecError(f"request {request.url} is not JSON-serialisable: {exc}") from None
+
+
+def _load_json(record: bytes) -> Any:
+    try:
+        return json.loads(record)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CodecError(f"not JSON: {exc}") from None
+
+
+def _request_class(path: Any) -> type[Request]:
+    """The Request subclass named *path*, from an already imported module only."""
+    module, _, name = str(path).rpartition(".")
+    cls = getattr(sys.modules.get(module), name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Request)):
+        raise CodecError(f"{path!r} is not a Request class")
+    return cls
+
+
+def decode_request(record: bytes, spider: Spider | None = None) -> Request:
+    """The request in a frontier *record*; :class:`CodecError` says what is wrong."""
+    data = _load_json(record)
+    if not isinstance(data, dict):
+        raise CodecError("a request record must be a JSON object")
+    if data.get("v") != VERSION:
+        raise CodecError(f"unsupported record version {data.get('v')!r} (expected {VERSION})")
+    return _build(data, spider, encoded=True)
+
+
+def _build(data: dict[str, Any], spider: Spider | None, *, encoded: bool) -> Request:
+    fields = dict(data)
+    fields.pop("v", None)
+    fields["url"] = check_url(fields.get("url"))
+    if encoded:
+        _decode_bytes(fields)
+    if "_class" in fields:
+        cls = _request_class(fields["_class"])
+        fields["_class"] = f"{cls.__module__}.{cls.__qualname__}"
+    if not isinstance(fields.get("meta", {}), dict):
+        raise CodecError("field 'meta' must be an object")
+    try:
+        return request_from_dict(fields, spider=spider)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise CodecError(f"cannot build a request: {exc}") from None
+
+
+def _decode_bytes(fields: dict[str, Any]) -> None:
+    if "body" in fields:
+        fields["body"] = _unb64(fields["body"], "body")
+    if "headers" in fields:
+        headers = fields["headers"]
+        if not isinstance(headers, dict) or not all(isinstance(v, list) for v in headers.values()):
+            raise CodecError("field 'headers' must map names to lists")
+        fields["headers"] = {
+            _unb64(k, "headers"): [_unb64(v, "headers") for v in vs] for k, vs in headers.items()
+        }
+
+
+def check_url(url: Any) -> str:
+    """*url* if it is an absolute http(s) URL, else :class:`CodecError`."""
+    if not isinstance(url, str) or not url.strip():
+        raise CodecError("missing 'url'")
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError as exc:
+        raise CodecError(f"invalid URL {url!r}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CodecError(f"invalid URL {url!r}: expected an absolute http(s) URL")
+    return url.strip()
+
+
+def decode_seed(record: bytes, spider: Spider | None = None) -> Request:
+    """A seed: a bare URL, or a JSON object with ``url`` and optional request fields."""
+    text = record.decode("utf-8", errors="replace").strip()
+    if not text.startswith("{"):
+        return Request(check_url(text))
+    data = _load_json(record)
+    if not isinstance(data, dict):
+        raise CodecError("a seed must be a URL or a JSON object")
+    unknown = set(data) - _SEED_KEYS - {"v"}
+    if unknown:
+        raise CodecError(f"unknown seed fields: {', '.join(sorted(unknown))}")
+    if not isinstance(data.get("priority", 0), int) or isinstance(data.get("priority"), bool):
+        raise CodecError("field 'priority' must be an integer")
+    if data.get("v") == VERSION:
+        return _build(data, spider, encoded=True)
+    return _build(data, spider, encoded=False)

@@ -1,0 +1,89 @@
+"""Crawl-wide state in Redis: worker heartbeats and "is the whole crawl drained?".
+
+Each worker writes a heartbeat (its partitions, lag, whether anything is
+buffered, in flight or being sent). The crawl is drained when every live worker
+is idle, their partitions together cover every partition of the crawl's
+topics, and the summed lag is zero (delivery trap 7: zero lag alone is not
+enough). Workers exit once that has held for ``CRAWL_IDLE_TIMEOUT`` seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    worker: str
+    idle: bool
+    assigned: list[str]
+    lag: int | None
+    ts: float
+    info: dict[str, Any]
+
+
+def is_drained(states: list[WorkerState], partitions: set[str]) -> tuple[bool, str]:
+    """Whether these fresh worker states show a drained crawl, and why not."""
+    if not states:
+        return False, "no live worker"
+    busy = [s.worker for s in states if not s.idle]
+    if busy:
+        return False, f"busy: {', '.join(busy)}"
+    unknown = [s.worker for s in states if s.lag is None]
+    if unknown:
+        return False, f"lag unknown: {', '.join(unknown)}"
+    lag = sum(s.lag or 0 for s in states)
+    if lag:
+        return False, f"lag {lag}"
+    covered = {p for s in states for p in s.assigned}
+    missing = partitions - covered
+    if missing:
+        return False, f"{len(missing)} partitions unassigned"
+    return True, "drained"
+
+
+class CrawlState:
+    """Heartbeats of the workers of one crawl, in a Redis hash."""
+
+    def __init__(self, client: aioredis.Redis, crawl_id: str, *, stale_after: float) -> None:
+        self.client = client
+        self.key = f"{{{crawl_id}}}:workers"
+        self.stale_after = stale_after
+
+    async def beat(self, worker: str, *, idle: bool, assigned: list[str], lag: int | None,
+                   info: dict[str, Any]) -> None:
+        doc = {"idle": idle, "assigned": assigned, "lag": lag, "ts": time.time(), "info": info}
+        await self.client.hset(self.key, worker, json.dumps(doc))
+
+    async def workers(self) -> list[WorkerState]:
+        """The workers whose heartbeat is fresh; stale entries are removed."""
+        raw = await self.client.hgetall(self.key)
+        now, fresh, stale = time.time(), [], []
+        for name, value in raw.items():
+            try:
+                doc = json.loads(value)
+                state = WorkerState(_text(name), bool(doc["idle"]), list(doc["assigned"]),
+                                    doc["lag"], float(doc["ts"]), dict(doc.get("info", {})))
+            except (ValueError, KeyError, TypeError):
+                stale.append(name)
+                continue
+            (fresh if now - state.ts <= self.stale_after else stale).append(state)
+        if stale:
+            await self.client.hdel(self.key, *[s.worker if isinstance(s, WorkerState) else s
+                                               for s in stale])
+        return [s for s in fresh if isinstance(s, WorkerState)]
+
+    async def leave(self, worker: str) -> None:
+        await self.client.hdel(self.key, worker)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,275 @@
+"""Kafka I/O of the frontier, kept off the reactor thread.
+
+:class:`ConsumerLoop` owns a ``KafkaConsumer`` in its own thread: it fills the
+scheduler's bounded buffer, pauses fetching while the buffer is full, applies
+acknowledgements and commits, per partition, only the finished prefix.
+:class:`Sender` owns the producer side: every send is retried until the broker
+acknowledges it (``acks=all``); an outage stalls, it never drops.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+from crawler.leases import OffsetTracker, Partition
+
+logger = logging.getLogger(__name__)
+CallFromThread = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+    epoch: int
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, loop: ConsumerLoop) -> None:
+        self.loop = loop
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.loop.revoked([(tp.topic, tp.partition) for tp in revoked])
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.loop.assigned([(tp.topic, tp.partition) for tp in assigned])
+
+
+class ConsumerLoop:
+    """The consumer thread: fetch into the buffer, apply acks, commit."""
+
+    def __init__(
+        self, consumer: KafkaConsumer, topics: list[str], *, buffer_size: int,
+        commit_interval: float, deliver: Callable[[list[Record]], None],
+        call_from_thread: CallFromThread,
+    ) -> None:
+        self.consumer = consumer
+        self.topics = topics
+        self.buffer_size = buffer_size
+        self.commit_interval = commit_interval
+        self._deliver = deliver
+        self._call = call_from_thread
+        self.tracker = OffsetTracker()
+        self.epochs: dict[Partition, int] = {}  # read by the reactor thread
+        self.handed = 0  # records handed to the reactor (written here only)
+        self.taken = 0  # records taken out of the buffer (written by the reactor only)
+        self._acks: queue.SimpleQueue[tuple[Partition, int, int]] = queue.SimpleQueue()
+        self._committed: dict[Partition, int] = {}
+        self._dirty = False
+        self._paused = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kafka-consumer", daemon=True)
+        self.snapshot: dict[str, Any] = {"assigned": [], "lag": None, "in_flight": 0}
+        self.stopped = threading.Event()
+
+    # -- reactor side -------------------------------------------------------
+    def start(self) -> None:
+        self.consumer.subscribe(self.topics, listener=_Listener(self))
+        self._thread.start()
+
+    def ack(self, tp: Partition, offset: int, epoch: int) -> None:
+        self._acks.put((tp, offset, epoch))
+
+    def current(self, tp: Partition, epoch: int) -> bool:
+        """Whether a record of *tp* fetched at *epoch* still belongs to this worker."""
+        return self.epochs.get(tp) == epoch
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- consumer thread ----------------------------------------------------
+    def revoked(self, tps: list[Partition]) -> None:
+        self._apply_acks()
+        self._commit(tps)
+        for tp in tps:
+            self.epochs[tp] = self.epochs.get(tp, 0) + 1  # buffered records become stale
+            self.tracker.forget(tp)
+            self._committed.pop(tp, None)
+        logger.info("Partitions revoked: %s", _names(tps))
+
+    def assigned(self, tps: list[Partition]) -> None:
+        for tp in tps:
+            self.epochs[tp] = self.epochs.get(tp, 0) + 1
+        self._paused = False
+        logger.info("Partitions assigned: %s", _names(tps))
+
+    def _run(self) -> None:
+        last_commit = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                self._apply_acks()
+                if time.monotonic() - last_commit >= self.commit_interval:
+                    self._commit(None)
+                    self._update_snapshot()
+                    last_commit = time.monotonic()
+                self._poll_once()
+        except Exception:
+            logger.exception("The Kafka consumer thread failed")
+        finally:
+            self._shutdown()
+
+    def _poll_once(self) -> None:
+        room = self.buffer_size - (self.handed - self.taken)
+        self._set_paused(room <= 0)
+        try:
+            batches = self.consumer.poll(timeout_ms=200, max_records=max(room, 1))
+        except Exception as exc:  # broker unreachable: kafka-python reconnects
+            logger.warning("Kafka poll failed (will retry): %s", exc)
+            time.sleep(1.0)
+            return
+        records = []
+        for tp, items in batches.items():
+            key = (tp.topic, tp.partition)
+            epoch = self.epochs.get(key, 0)
+            for rec in items:
+                self.tracker.deliver(key, rec.offset)
+                records.append(Record(tp.topic, tp.partition, rec.offset, rec.value, epoch))
+        if records:
+            self.handed += len(records)
+            self._call(self._deliver, records)
+
+    def _set_paused(self, pause: bool) -> None:
+        if pause == self._paused:
+            return
+        parts = list(self.consumer.assignment())
+        if pause:
+            self.consumer.pause(*parts)
+        else:
+            self.consumer.resume(*parts)
+        self._paused = pause
+
+    def _apply_acks(self) -> None:
+        while True:
+            try:
+                tp, offset, epoch = self._acks.get_nowait()
+            except queue.Empty:
+                return
+            if self.epochs.get(tp) == epoch:
+                self.tracker.finish(tp, offset)
+                self._dirty = True
+
+    def _commit(self, only: list[Partition] | None) -> None:
+        offsets = {}
+        for tp in only if only is not None else self.tracker.partitions():
+            target = self.tracker.committable(tp)
+            if target is not None and target != self._committed.get(tp):
+                offsets[TopicPartition(*tp)] = OffsetAndMetadata(target, "", -1)
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets)
+        except Exception as exc:  # a rebalance or an outage: the records come back
+            logger.warning("Offset commit failed (records will be redelivered): %s", exc)
+            return
+        for tp, meta in offsets.items():
+            self._committed[(tp.topic, tp.partition)] = meta.offset
+
+    def _update_snapshot(self) -> None:
+        assigned = sorted((tp.topic, tp.partition) for tp in self.consumer.assignment())
+        lag: int | None = 0
+        for topic, part in assigned:
+            high = self.consumer.highwater(TopicPartition(topic, part))
+            done = self._committed.get((topic, part))
+            if done is None and self.tracker.in_flight((topic, part)) == 0:
+                done = self.tracker.committable((topic, part))
+                if done is None:
+                    done = self.consumer.position(TopicPartition(topic, part))
+            if high is None or done is None or lag is None:
+                lag = None if high is None or done is None else lag
+                continue
+            lag += max(high - done, 0)
+        self.snapshot = {
+            "assigned": [f"{t}:{p}" for t, p in assigned],
+            "lag": lag,
+            "in_flight": self.tracker.in_flight(),
+            "paused": self._paused,
+        }
+
+    def _shutdown(self) -> None:
+        try:
+            self._apply_acks()
+            self._commit(None)
+            self.consumer.close(autocommit=False)
+        except Exception as exc:
+            logger.warning("Closing the Kafka consumer: %s", exc)
+        self.stopped.set()
+
+
+def _names(tps: list[Partition]) -> str:
+    return ", ".join(f"{t}[{p}]" for t, p in sorted(tps)) or "none"
+
+
+class Sender:
+    """Produce records with ``acks=all``, retrying each until the broker has it."""
+
+    def __init__(
+        self, producer: KafkaProducer, *, call_from_thread: CallFromThread,
+        call_later: Callable[..., Any], backoff: float, backoff_max: float,
+    ) -> None:
+        self.producer = producer
+        self._call = call_from_thread
+        self._later = call_later
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="kafka-sender", daemon=True)
+        self.pending = 0
+        self.failures = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def send(
+        self, topic: str, key: bytes | None, value: bytes,
+        done: Callable[[int, int], None], attempt: int = 0,
+    ) -> None:
+        """Send from the reactor thread; *done(partition, offset)* runs there once acked."""
+        if attempt == 0:
+            self.pending += 1
+        self._queue.put((topic, key, value, done, attempt))
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is None:
+                return
+            topic, key, value, done, attempt = job
+            try:
+                future = self.producer.send(topic, key=key, value=value)
+            except Exception as exc:
+                self._call(self._failed, job, exc)
+                continue
+            future.add_callback(lambda md, d=done: self._call(self._acked, d, md))
+            future.add_errback(lambda exc, j=job: self._call(self._failed, j, exc))
+
+    def _acked(self, done: Callable[[int, int], None], metadata: Any) -> None:
+        self.pending -= 1
+        done(metadata.partition, metadata.offset)
+
+    def _failed(self, job: tuple[Any, ...], exc: BaseException) -> None:
+        topic, key, value, done, attempt = job
+        self.failures += 1
+        delay = min(self.backoff * 2**attempt, self.backoff_max)
+        logger.warning("Send to %s failed (attempt %d, retrying in %.1fs): %s",
+                       topic, attempt + 1, delay, exc)
+        self._later(delay, self.send, topic, key, value, done, attempt + 1)
+
+    def close(self, timeout: float) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout)
+        try:
+            self.producer.flush(timeout=timeout)
+            self.producer.close(timeout=timeout)
+        except Exception as exc:
+            logger.warning("Closing the Kafka producer: %s", exc)

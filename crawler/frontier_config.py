@@ -1,0 +1,147 @@
+"""The Kafka frontier's settings, read and validated once at start-up."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrapy import Request
+from scrapy.settings import BaseSettings
+from scrapy.utils.httpobj import urlparse_cached
+
+from crawler import config
+from crawler.config import SettingError
+
+PARTITION_BY = ("host", "domain", "url")
+
+
+def _registered_domain() -> Callable[[str], str]:
+    import tldextract
+
+    extract = tldextract.TLDExtract(suffix_list_urls=())  # the bundled list: no download
+
+    def domain(host: str) -> str:
+        parts = extract(host)
+        return parts.top_domain_under_public_suffix or host
+
+    return domain
+
+
+def partitioner(by: str) -> Callable[[Request], bytes]:
+    """The Kafka record key of a request: its host, registered domain or URL."""
+    if by == "url":
+        return lambda request: request.url.encode()
+    if by == "host":
+        return lambda request: (urlparse_cached(request).hostname or "").encode()
+    domain = _registered_domain()
+    return lambda request: domain(urlparse_cached(request).hostname or "").encode()
+
+
+@dataclass(frozen=True)
+class FrontierConfig:
+    crawl_id: str
+    bootstrap: str
+    redis_url: str
+    redis_params: dict[str, Any]
+    connect_timeout: float
+    partitions: int
+    replication: int
+    partition_by: str
+    buffer_size: int
+    commit_interval: float
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    max_poll_interval_ms: int
+    linger_ms: int
+    send_backoff: float
+    send_backoff_max: float
+    lease_timeout: float
+    idle_timeout: float
+    heartbeat_interval: float
+    bloom_capacity: int
+    bloom_error_rate: float
+    bloom_growth: int
+    local_capacity: int
+    local_error_rate: float
+    close_timeout: float = 20.0
+    partition_key: Callable[[Request], bytes] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "partition_key", partitioner(self.partition_by))
+
+    @property
+    def requests_topic(self) -> str:
+        return f"{self.crawl_id}.requests"
+
+    @property
+    def seeds_topic(self) -> str:
+        return f"{self.crawl_id}.seeds"
+
+    @property
+    def dead_topic(self) -> str:
+        return f"{self.crawl_id}.dead"
+
+    @property
+    def topics(self) -> tuple[str, str, str]:
+        return (self.requests_topic, self.seeds_topic, self.dead_topic)
+
+    @property
+    def group_id(self) -> str:
+        return f"{self.crawl_id}.workers"
+
+    @property
+    def stale_after(self) -> float:
+        return max(3 * self.heartbeat_interval, self.session_timeout_ms / 1000 + 1)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings, spider_name: str) -> FrontierConfig:
+        s = settings
+        values = cls(
+            crawl_id=config.crawl_id(s, spider_name),
+            bootstrap=_required(s, "KAFKA_BOOTSTRAP_SERVERS"),
+            redis_url=_required(s, "REDIS_URL"),
+            redis_params=config.get_dict(s, "REDIS_PARAMS"),
+            connect_timeout=config.get_float(s, "CONNECT_TIMEOUT", minimum=0, exclusive_min=True),
+            partitions=config.get_int(s, "KAFKA_PARTITIONS", minimum=1),
+            replication=config.get_int(s, "KAFKA_REPLICATION_FACTOR", minimum=1),
+            partition_by=config.get_choice(s, "KAFKA_PARTITION_BY", PARTITION_BY),
+            buffer_size=config.get_int(s, "KAFKA_BUFFER_SIZE", minimum=1),
+            commit_interval=config.get_float(s, "KAFKA_COMMIT_INTERVAL", minimum=0,
+                                             exclusive_min=True),
+            session_timeout_ms=config.get_int(s, "KAFKA_SESSION_TIMEOUT_MS", minimum=1000),
+            heartbeat_interval_ms=config.get_int(s, "KAFKA_HEARTBEAT_INTERVAL_MS", minimum=100),
+            max_poll_interval_ms=config.get_int(s, "KAFKA_MAX_POLL_INTERVAL_MS", minimum=1000),
+            linger_ms=config.get_int(s, "KAFKA_PRODUCER_LINGER_MS", minimum=0),
+            send_backoff=config.get_float(s, "KAFKA_SEND_RETRY_BACKOFF", minimum=0,
+                                          exclusive_min=True),
+            send_backoff_max=config.get_float(s, "KAFKA_SEND_RETRY_BACKOFF_MAX", minimum=0,
+                                              exclusive_min=True),
+            lease_timeout=config.get_float(s, "KAFKA_LEASE_TIMEOUT", minimum=1),
+            idle_timeout=config.get_float(s, "CRAWL_IDLE_TIMEOUT", minimum=0),
+            heartbeat_interval=config.get_float(s, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1),
+            bloom_capacity=config.get_int(s, "BLOOM_CAPACITY", minimum=1),
+            bloom_error_rate=config.get_float(s, "BLOOM_ERROR_RATE", minimum=0, maximum=0.5,
+                                              exclusive_min=True),
+            bloom_growth=config.get_int(s, "BLOOM_GROWTH", minimum=1),
+            local_capacity=config.get_int(s, "BLOOM_LOCAL_CAPACITY", minimum=1),
+            local_error_rate=config.get_float(s, "BLOOM_LOCAL_ERROR_RATE", minimum=0, maximum=0.5,
+                                              exclusive_min=True),
+        )
+        values.check()
+        return values
+
+    def check(self) -> None:
+        if self.heartbeat_interval_ms * 3 > self.session_timeout_ms:
+            raise SettingError("KAFKA_HEARTBEAT_INTERVAL_MS",
+                               "must be at most a third of KAFKA_SESSION_TIMEOUT_MS")
+        if self.idle_timeout and self.idle_timeout < 2 * self.heartbeat_interval:
+            raise SettingError("CRAWL_IDLE_TIMEOUT",
+                               "must be 0 or at least twice CRAWL_HEARTBEAT_INTERVAL")
+
+
+def _required(settings: BaseSettings, name: str) -> str:
+    value = config.get_str(settings, name)
+    if not value:
+        raise SettingError(name, "is required by the Kafka frontier (setting or environment)")
+    return value

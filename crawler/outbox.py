@@ -1,0 +1,174 @@
+"""Follow-up requests on their way into the frontier: dedup, produce, mark seen.
+
+The order is what keeps the guarantee (delivery trap 1): a fingerprint is
+*checked* (read-only) in batches, the new requests are produced with
+``acks=all``, and only once the broker has them are their fingerprints *added*
+to the Bloom filter. A URL is therefore never both filtered and absent from the
+log. Each request is an :class:`~crawler.leases.AckBarrier` operation, so the
+request that produced it is acknowledged only after the send succeeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from scrapy import Request
+from scrapy.statscollectors import StatsCollector
+
+from crawler.codec import CodecError
+from crawler.leases import AckBarrier
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Bloom(Protocol):
+    async def check(self, fingerprints: Sequence[bytes]) -> list[bool]: ...
+    async def add(self, fingerprints: Sequence[bytes]) -> list[bool]: ...
+
+
+class LocalFilter(Protocol):
+    def __contains__(self, fingerprint: bytes) -> bool: ...
+    def add(self, fingerprint: bytes) -> Any: ...
+
+
+class Send(Protocol):
+    def __call__(
+        self, topic: str, key: bytes | None, value: bytes, done: Callable[[int, int], None]
+    ) -> None: ...
+
+
+@dataclass(slots=True)
+class _Pending:
+    request: Request
+    fingerprint: bytes
+    filtered: bool
+    op: int
+
+
+class Outbox:
+    """Batches follow-up requests through the dupefilter into the frontier topic."""
+
+    def __init__(
+        self, *, bloom: Bloom, local: LocalFilter, send: Send, barrier: AckBarrier,
+        topic: str, dead_topic: str, key_for: Callable[[Request], bytes],
+        encode: Callable[[Request], bytes], stats: StatsCollector, backoff: float = 0.5,
+        backoff_max: float = 30.0,
+    ) -> None:
+        self.bloom, self.local, self._send, self.barrier = bloom, local, send, barrier
+        self.topic, self.dead_topic = topic, dead_topic
+        self.key_for, self.encode, self.stats = key_for, encode, stats
+        self.backoff, self.backoff_max = backoff, backoff_max
+        self._batch: list[_Pending] = []
+        self._to_add: list[bytes] = []
+        self._in_progress: set[bytes] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._outage = False
+
+    def submit(self, request: Request, fingerprint: bytes, *, filtered: bool = True) -> bool:
+        """Queue *request*; False if this worker already knows it is a duplicate."""
+        if filtered and (fingerprint in self._in_progress or fingerprint in self.local):
+            self.stats.inc_value("bloom/filtered")
+            self.stats.inc_value("bloom/local_hits")
+            return False
+        self._in_progress.add(fingerprint)
+        self._batch.append(_Pending(request, fingerprint, filtered, self.barrier.begin()))
+        if len(self._batch) == 1:
+            asyncio.get_running_loop().call_soon(self._spawn_flush)
+        return True
+
+    def dead_letter(self, reason: str, value: bytes, source: dict[str, Any]) -> None:
+        """Send *value* with *reason* to the dead-letter topic, as a barrier operation."""
+        op = self.barrier.begin()
+        body = {"reason": reason, "source": source, "value": value.decode("utf-8", "replace")}
+        logger.error("Dead-lettered a record from %s: %s", source, reason)
+        self.stats.inc_value("frontier/dead_lettered")
+        payload = json.dumps(body).encode()
+        self._send(self.dead_topic, None, payload, lambda _p, _o: self.barrier.end(op))
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._batch or self._in_progress or self._tasks)
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _spawn_flush(self) -> None:
+        batch, self._batch = self._batch, []
+        if batch:
+            self._spawn(self._flush(batch))
+
+    async def _flush(self, batch: list[_Pending]) -> None:
+        checked = [p for p in batch if p.filtered]
+        seen = await self._retry(self.bloom.check, [p.fingerprint for p in checked]) if checked else []
+        dupes = {id(p) for p, s in zip(checked, seen, strict=True) if s}
+        for pending in batch:
+            if id(pending) in dupes:
+                self.stats.inc_value("bloom/filtered")
+                self.local.add(pending.fingerprint)
+                self._in_progress.discard(pending.fingerprint)
+                self.barrier.end(pending.op)
+            else:
+                self._produce(pending)
+
+    def _produce(self, pending: _Pending) -> None:
+        try:
+            value = self.encode(pending.request)
+        except CodecError as exc:
+            self._in_progress.discard(pending.fingerprint)
+            self.dead_letter(f"cannot encode request: {exc}", pending.request.url.encode(),
+                             {"url": pending.request.url})
+            self.barrier.end(pending.op)
+            return
+        key = self.key_for(pending.request)
+        self._send(self.topic, key, value, lambda _p, _o: self._sent(pending))
+
+    def _sent(self, pending: _Pending) -> None:
+        self.stats.inc_value("frontier/produced")
+        self.barrier.end(pending.op)
+        if pending.filtered:
+            self._to_add.append(pending.fingerprint)
+            if len(self._to_add) == 1:
+                asyncio.get_running_loop().call_soon(self._spawn_add)
+        else:
+            self._in_progress.discard(pending.fingerprint)
+
+    def _spawn_add(self) -> None:
+        fps, self._to_add = self._to_add, []
+        if fps:
+            self._spawn(self._add(fps))
+
+    async def _add(self, fps: list[bytes]) -> None:
+        new = await self._retry(self.bloom.add, fps)
+        raced = sum(1 for n in new if not n)
+        if raced:  # another worker produced the same URL meanwhile: crawled twice, stored once
+            self.stats.inc_value("bloom/race_duplicates", raced)
+        for fp in fps:
+            self.local.add(fp)
+            self._in_progress.discard(fp)
+
+    async def _retry(self, call: Callable[[list[bytes]], Awaitable[T]], fps: list[bytes]) -> T:
+        attempt = 0
+        while True:
+            try:
+                result = await call(fps)
+            except Exception as exc:  # Redis outage: stall, never drop
+                delay = min(self.backoff * 2**attempt, self.backoff_max)
+                if not self._outage:
+                    logger.warning("Redis dupefilter unavailable, retrying: %s", exc)
+                self._outage = True
+                self.stats.inc_value("bloom/retries")
+                attempt += 1
+                await asyncio.sleep(delay)
+                continue
+            if self._outage:
+                logger.info("Redis dupefilter reachable again")
+                self._outage = False
+            return result

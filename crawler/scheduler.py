@@ -1,0 +1,337 @@
+"""The Kafka frontier scheduler: leases, acknowledgements and crawl completion.
+
+A record of ``<CRAWL_ID>.requests`` becomes a *lease*. The lease ends when the
+engine lets go of its request (callback done, items stored, or the request
+failed, was ignored, or was replaced by a redirect), and is acknowledged only
+after every follow-up request begun before that was durably produced
+(:class:`~crawler.leases.AckBarrier`). Retries and redirects keep the lease.
+Offsets are committed per partition up to the first record still unfinished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+from scrapy import Request, Spider, signals
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.crawler import Crawler
+from scrapy.exceptions import DontCloseSpider
+from scrapy.http import Response
+from scrapy.utils.defer import deferred_from_coro
+from twisted.internet.defer import Deferred
+
+from crawler import codec, connection
+from crawler.crawlstate import CrawlState, is_drained
+from crawler.dupefilter import LocalBloom, RedisBloom
+from crawler.frontier import ConsumerLoop, Record, Sender
+from crawler.frontier_config import FrontierConfig
+from crawler.leases import AckBarrier, Lease
+from crawler.outbox import Outbox
+
+logger = logging.getLogger(__name__)
+LEASE_KEY = "crawler_lease"
+
+
+class KafkaScheduler(BaseScheduler):
+    """A ``BaseScheduler`` whose queue is a Kafka topic shared by all workers."""
+
+    def __init__(self, crawler: Crawler, config: FrontierConfig) -> None:
+        self.crawler = crawler
+        self.config = config
+        self.stats = crawler.stats
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.barrier = AckBarrier(self._ack)
+        self._heap: list[tuple[int, int, Request, Lease]] = []
+        self._seq = itertools.count()
+        self._leases: dict[int, Lease] = {}
+        self._by_request: dict[Request, Lease] = {}
+        self._lease_ids = itertools.count(1)
+        self._drained_since: float | None = None
+        self._closing = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> KafkaScheduler:
+        assert crawler.spidercls is not None
+        return cls(crawler, FrontierConfig.from_settings(crawler.settings, crawler.spidercls.name))
+
+    # -- lifecycle ----------------------------------------------------------
+    def open(self, spider: Spider) -> Deferred[None]:
+        return deferred_from_coro(self._open(spider))
+
+    async def _open(self, spider: Spider) -> None:
+        cfg = self.config
+        self.spider = spider
+        self.redis = connection.redis_client(cfg.redis_url, cfg.redis_params,
+                                             connect_timeout=cfg.connect_timeout)
+        await connection.check_redis(self.redis, cfg.redis_url)
+        self.bloom = RedisBloom(self.redis, f"{{{cfg.crawl_id}}}:bloom", capacity=cfg.bloom_capacity,
+                                error_rate=cfg.bloom_error_rate, growth=cfg.bloom_growth,
+                                on_grow=lambda _i: self.stats.inc_value("bloom/slices_added"))
+        await self.bloom.open()
+        self.state = CrawlState(self.redis, cfg.crawl_id, stale_after=cfg.stale_after)
+        await asyncio.to_thread(self._connect_kafka)
+        self.outbox = Outbox(
+            bloom=self.bloom, local=LocalBloom(cfg.local_capacity, cfg.local_error_rate),
+            send=self.sender.send, barrier=self.barrier, topic=cfg.requests_topic,
+            dead_topic=cfg.dead_topic, key_for=cfg.partition_key, encode=self._encode,
+            stats=self.stats,
+        )
+        self._hook_engine()
+        self.crawler.signals.connect(self._response_received, signals.response_received)
+        self.crawler.signals.connect(self._spider_idle, signals.spider_idle)
+        self.sender.start()
+        self.consumer.start()
+        self._spawn(self._heartbeats())
+        logger.info("Kafka frontier open: crawl %s, worker %s, topics %s (%d partitions)",
+                    cfg.crawl_id, self.worker, cfg.requests_topic, self._partitions[0])
+
+    def _connect_kafka(self) -> None:
+        cfg = self.config
+        counts = connection.ensure_topics(
+            cfg.bootstrap, {t: cfg.partitions for t in cfg.topics},
+            replication=cfg.replication, connect_timeout=cfg.connect_timeout)
+        self._partitions = (counts[cfg.requests_topic], counts[cfg.seeds_topic])
+        self.all_partitions = {f"{t}:{p}" for t in (cfg.requests_topic, cfg.seeds_topic)
+                               for p in range(counts[t])}
+        producer = connection.kafka_producer(cfg.bootstrap, connect_timeout=cfg.connect_timeout,
+                                             linger_ms=cfg.linger_ms, client_id=self.worker)
+        reactor_call = _reactor_call()
+        self.sender = Sender(producer, call_from_thread=reactor_call, call_later=_call_later,
+                             backoff=cfg.send_backoff, backoff_max=cfg.send_backoff_max)
+        consumer = connection.kafka_consumer(
+            cfg.bootstrap, group_id=cfg.group_id, connect_timeout=cfg.connect_timeout,
+            client_id=self.worker, session_timeout_ms=cfg.session_timeout_ms,
+            heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+            max_poll_interval_ms=cfg.max_poll_interval_ms)
+        self.consumer = ConsumerLoop(
+            consumer, [cfg.requests_topic, cfg.seeds_topic], buffer_size=cfg.buffer_size,
+            commit_interval=cfg.commit_interval, deliver=self._on_records,
+            call_from_thread=reactor_call)
+
+    def _hook_engine(self) -> None:
+        """Learn when the engine lets go of a request: the end of a lease."""
+        slot = getattr(self.crawler.engine, "_slot", None)
+        if slot is None or not callable(getattr(slot, "remove_request", None)):
+            raise RuntimeError("KafkaScheduler needs Scrapy 2.13-2.19 (engine slot not found)")
+        original = slot.remove_request
+
+        def remove_request(request: Request) -> None:
+            original(request)
+            self._request_left(request)
+
+        slot.remove_request = remove_request
+        self._engine_slot = slot
+
+    def close(self, reason: str) -> Deferred[None]:
+        return deferred_from_coro(self._close(reason))
+
+    async def _close(self, reason: str) -> None:
+        self._closing = True
+        for task in list(self._tasks):
+            task.cancel()
+        deadline = time.monotonic() + self.config.close_timeout
+        while (self.barrier.waiting or self.barrier.pending_ops) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        self.consumer.stop()
+        await asyncio.to_thread(self.consumer.stopped.wait, self.config.close_timeout)
+        await asyncio.to_thread(self.sender.close, self.config.close_timeout)
+        try:
+            await self.state.leave(self.worker)
+        except Exception as exc:
+            logger.warning("Could not remove this worker's heartbeat: %s", exc)
+        await self.redis.aclose()
+        logger.info("Kafka frontier closed (%s): %d leases acknowledged this run",
+                    reason, self.stats.get_value("frontier/acked", 0))
+
+    # -- scheduler interface ------------------------------------------------
+    def has_pending_requests(self) -> bool:
+        return bool(self._heap)
+
+    def enqueue_request(self, request: Request) -> bool:
+        lease = self._leases.get(request.meta.get(LEASE_KEY, 0))
+        if lease is not None and not lease.scraping and not lease.finished:
+            # a retry or redirect of a leased request: it keeps the lease
+            lease.active += 1
+            self._by_request[request] = lease
+            self._push(request, lease)
+            self.stats.inc_value("frontier/continued")
+            return True
+        request.meta.pop(LEASE_KEY, None)
+        if request.meta.get("is_start_request"):
+            return self._publish_seed(request)
+        fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
+        return self.outbox.submit(request, fingerprint, filtered=not request.dont_filter)
+
+    def next_request(self) -> Request | None:
+        while self._heap:
+            _, _, request, lease = heapq.heappop(self._heap)
+            if lease.active == 0:  # a fresh record from the buffer
+                self.consumer.taken += 1
+                if not self.consumer.current(lease.tp, lease.epoch):
+                    self._leases.pop(lease.lease_id, None)
+                    self.stats.inc_value("frontier/stale_dropped")
+                    continue
+                lease.active = 1
+                lease.started = time.monotonic()
+                self._by_request[request] = lease
+            return request
+        return None
+
+    def _push(self, request: Request, lease: Lease) -> None:
+        heapq.heappush(self._heap, (-request.priority, next(self._seq), request, lease))
+
+    # -- records in ---------------------------------------------------------
+    def _on_records(self, records: list[Record]) -> None:
+        for record in records:
+            self.stats.inc_value("frontier/consumed")
+            lease = Lease(record.topic, record.partition, record.offset, record.epoch)
+            if record.topic == self.config.seeds_topic:
+                self.consumer.taken += 1
+                self._take_seed(record, lease)
+                continue
+            try:
+                request = codec.decode_request(record.value, self.spider)
+            except codec.CodecError as exc:
+                self.consumer.taken += 1
+                self._dead(record, lease, str(exc))
+                continue
+            lease.lease_id = next(self._lease_ids)
+            lease.request = request
+            self._leases[lease.lease_id] = lease
+            request.meta[LEASE_KEY] = lease.lease_id
+            self._push(request, lease)
+        if self._heap:
+            self._engine_slot.nextcall.schedule()
+
+    def _take_seed(self, record: Record, lease: Lease) -> None:
+        try:
+            request = codec.decode_seed(record.value, self.spider)
+        except codec.CodecError as exc:
+            self._dead(record, lease, str(exc))
+            return
+        fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
+        self.outbox.submit(request, fingerprint, filtered=not request.dont_filter)
+        self.stats.inc_value("frontier/seeds_taken")
+        self._finish(lease)
+
+    def _dead(self, record: Record, lease: Lease, reason: str) -> None:
+        source = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
+        self.outbox.dead_letter(reason, record.value, source)
+        self._finish(lease)
+
+    def _publish_seed(self, request: Request) -> bool:
+        request = request.replace(dont_filter=False)
+        op = self.barrier.begin()
+        value = self._encode(request)
+        self.sender.send(self.config.seeds_topic, self.config.partition_key(request), value,
+                         lambda _p, _o: self.barrier.end(op))
+        self.stats.inc_value("frontier/seeds_published")
+        return True
+
+    def _encode(self, request: Request) -> bytes:
+        return codec.encode_request(request, self.spider)
+
+    # -- lease ends ---------------------------------------------------------
+    def _response_received(self, response: Response, request: Request, spider: Spider) -> None:
+        lease = self._by_request.get(request)
+        if lease is not None:
+            lease.scraping = True
+
+    def _request_left(self, request: Request) -> None:
+        lease = self._by_request.pop(request, None)
+        if lease is None:
+            return
+        lease.active -= 1
+        if lease.active == 0 and not lease.finished:
+            self._finish(lease)
+
+    def _finish(self, lease: Lease) -> None:
+        lease.finished = True
+        self.barrier.finish(lease)
+
+    def _ack(self, lease: Lease) -> None:
+        lease.acked = True
+        self._leases.pop(lease.lease_id, None)
+        self.consumer.ack(lease.tp, lease.offset, lease.epoch)
+        self.stats.inc_value("frontier/acked")
+
+    # -- crawl completion ---------------------------------------------------
+    def _spider_idle(self, spider: Spider) -> None:
+        if not self._closing:
+            raise DontCloseSpider
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _heartbeats(self) -> None:
+        while True:
+            try:
+                await self._beat()
+            except Exception as exc:  # Redis outage: not drained, try again
+                logger.warning("Heartbeat failed: %s", exc)
+                self._drained_since = None
+            await asyncio.sleep(self.config.heartbeat_interval)
+
+    def local_idle(self) -> bool:
+        snap = self.consumer.snapshot
+        return not (self._heap or self._by_request or self.barrier.waiting
+                    or self.barrier.pending_ops or self.outbox.busy or self.sender.pending
+                    or snap.get("in_flight") or snap.get("paused"))
+
+    def _expire_stuck(self) -> None:
+        """Re-produce requests in flight for longer than the lease timeout (trap 2)."""
+        limit = time.monotonic() - self.config.lease_timeout
+        for lease in [x for x in self._leases.values() if x.active and not x.finished]:
+            if lease.started < limit and lease.request is not None:
+                logger.warning("Lease on %s expired after %.0fs: re-queued",
+                               lease.request.url, self.config.lease_timeout)
+                self.stats.inc_value("frontier/lease_expired")
+                op = self.barrier.begin()
+                self.sender.send(self.config.requests_topic,
+                                 self.config.partition_key(lease.request),
+                                 self._encode(lease.request), lambda _p, _o, o=op: self.barrier.end(o))
+                self._finish(lease)
+
+    async def _beat(self) -> None:
+        self._expire_stuck()
+        snap = self.consumer.snapshot
+        info = {"leases": len(self._by_request), "buffered": len(self._heap),
+                "acked": self.stats.get_value("frontier/acked", 0), "pid": os.getpid()}
+        await self.state.beat(self.worker, idle=self.local_idle(), assigned=snap["assigned"],
+                              lag=snap["lag"], info=info)
+        drained, why = is_drained(await self.state.workers(), self.all_partitions)
+        now = time.monotonic()
+        if not drained:
+            self._drained_since = None
+            return
+        self._drained_since = self._drained_since or now
+        timeout = self.config.idle_timeout
+        if timeout and now - self._drained_since >= timeout and not self._closing:
+            logger.info("The crawl has been drained for %.0fs: closing", timeout)
+            self._closing = True
+            assert self.crawler.engine is not None
+            self._closer = asyncio.ensure_future(
+                self.crawler.engine.close_spider_async(reason="finished"))
+
+
+def _reactor_call() -> Any:
+    from twisted.internet import reactor
+
+    return reactor.callFromThread  # type: ignore[attr-defined]
+
+
+def _call_later(delay: float, func: Any, *args: Any) -> None:
+    from twisted.internet import reactor
+
+    reactor.callLater(delay, func, *args)  # type: ignore[attr-defined]
