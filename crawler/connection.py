@@ -110,7 +110,7 @@ def ensure_topics(
             except TopicAlreadyExistsError:
                 pass
         described = admin.describe_topics(list(topics))
-        return {d["topic"]: len(d["partitions"]) for d in described}
+        return {d["name"]: len(d["partitions"]) for d in described}
     except KafkaError as exc:
         raise _kafka_unavailable(bootstrap, exc) from exc
     finally:

@@ -73,14 +73,16 @@ class KafkaScheduler(BaseScheduler):
         self.redis = connection.redis_client(cfg.redis_url, cfg.redis_params,
                                              connect_timeout=cfg.connect_timeout)
         await connection.check_redis(self.redis, cfg.redis_url)
-        self.bloom = RedisBloom(self.redis, f"{{{cfg.crawl_id}}}:bloom", capacity=cfg.bloom_capacity,
+        self.bloom = RedisBloom(self.redis, f"{{{cfg.crawl_id}}}:bloom",
+                                capacity=cfg.bloom_capacity,
                                 error_rate=cfg.bloom_error_rate, growth=cfg.bloom_growth,
                                 on_grow=lambda _i: self.stats.inc_value("bloom/slices_added"))
         await self.bloom.open()
         self.state = CrawlState(self.redis, cfg.crawl_id, stale_after=cfg.stale_after)
         await asyncio.to_thread(self._connect_kafka)
         self.outbox = Outbox(
-            bloom=self.bloom, local=LocalBloom(cfg.local_capacity, cfg.local_error_rate),
+            bloom=self.bloom,
+            local=LocalBloom(capacity=cfg.local_capacity, error_rate=cfg.local_error_rate),
             send=self.sender.send, barrier=self.barrier, topic=cfg.requests_topic,
             dead_topic=cfg.dead_topic, key_for=cfg.partition_key, encode=self._encode,
             stats=self.stats,
@@ -138,6 +140,10 @@ class KafkaScheduler(BaseScheduler):
         self._closing = True
         for task in list(self._tasks):
             task.cancel()
+        if not hasattr(self, "consumer"):  # open failed before Kafka was reached
+            if hasattr(self, "redis"):
+                await self.redis.aclose()
+            return
         deadline = time.monotonic() + self.config.close_timeout
         while (self.barrier.waiting or self.barrier.pending_ops) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
@@ -229,13 +235,18 @@ class KafkaScheduler(BaseScheduler):
         self._finish(lease)
 
     def _publish_seed(self, request: Request) -> bool:
-        request = request.replace(dont_filter=False)
-        op = self.barrier.begin()
-        value = self._encode(request)
-        self.sender.send(self.config.seeds_topic, self.config.partition_key(request), value,
-                         lambda _p, _o: self.barrier.end(op))
+        self._send_op(self.config.seeds_topic, request.replace(dont_filter=False))
         self.stats.inc_value("frontier/seeds_published")
         return True
+
+    def _send_op(self, topic: str, request: Request) -> None:
+        """Produce *request* unfiltered, as an operation leases wait for."""
+        op = self.barrier.begin()
+
+        def sent(_partition: int, _offset: int) -> None:
+            self.barrier.end(op)
+
+        self.sender.send(topic, self.config.partition_key(request), self._encode(request), sent)
 
     def _encode(self, request: Request) -> bytes:
         return codec.encode_request(request, self.spider)
@@ -297,10 +308,7 @@ class KafkaScheduler(BaseScheduler):
                 logger.warning("Lease on %s expired after %.0fs: re-queued",
                                lease.request.url, self.config.lease_timeout)
                 self.stats.inc_value("frontier/lease_expired")
-                op = self.barrier.begin()
-                self.sender.send(self.config.requests_topic,
-                                 self.config.partition_key(lease.request),
-                                 self._encode(lease.request), lambda _p, _o, o=op: self.barrier.end(o))
+                self._send_op(self.config.requests_topic, lease.request)
                 self._finish(lease)
 
     async def _beat(self) -> None:
@@ -310,7 +318,7 @@ class KafkaScheduler(BaseScheduler):
                 "acked": self.stats.get_value("frontier/acked", 0), "pid": os.getpid()}
         await self.state.beat(self.worker, idle=self.local_idle(), assigned=snap["assigned"],
                               lag=snap["lag"], info=info)
-        drained, why = is_drained(await self.state.workers(), self.all_partitions)
+        drained, self.drain_status = is_drained(await self.state.workers(), self.all_partitions)
         now = time.monotonic()
         if not drained:
             self._drained_since = None
@@ -334,4 +342,4 @@ def _reactor_call() -> Any:
 def _call_later(delay: float, func: Any, *args: Any) -> None:
     from twisted.internet import reactor
 
-    reactor.callLater(delay, func, *args)  # type: ignore[attr-defined]
+    reactor.callLater(delay, func, *args)  # type: ignore[attr-defined,arg-type]

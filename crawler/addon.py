@@ -1,0 +1,71 @@
+"""The add-on that picks single-node or distributed mode from the configuration.
+
+With none of ``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL`` and ``MONGO_URI`` set
+(in the settings or the environment) a crawl runs on one node: Scrapy's own
+scheduler, a pybloom-live dupefilter and items in a JSON Lines file. With all
+three it switches on the Kafka frontier, the Redis Bloom dupefilter and the
+MongoDB pipeline. Anything in between is a configuration error.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from scrapy.settings import BaseSettings
+
+from crawler import config
+from crawler.config import SettingError
+
+logger = logging.getLogger(__name__)
+PRIORITY = "addon"
+
+
+class DistributedAddon:
+    """``ADDONS = {"crawler.addon.DistributedAddon": 0}``."""
+
+    def update_settings(self, settings: BaseSettings) -> None:
+        services = config.configured_services(settings)
+        if not services:
+            self._single_node(settings)
+        elif len(services) < len(config.SERVICE_SETTINGS):
+            missing = [s for s in config.SERVICE_SETTINGS if s not in services]
+            raise SettingError(
+                missing[0],
+                f"distributed mode needs {', '.join(config.SERVICE_SETTINGS)}; "
+                f"{', '.join(services)} set but {', '.join(missing)} missing",
+            )
+        else:
+            self._distributed(settings)
+
+    def _single_node(self, settings: BaseSettings) -> None:
+        crawl = config.get_str(settings, "CRAWL_ID") or "%(name)s"
+        path = config.get_str(settings, "LOCAL_ITEMS_PATH").replace("%(crawl_id)s", crawl)
+        settings.set("DUPEFILTER_CLASS", "crawler.dupefilter.LocalBloomDupeFilter", PRIORITY)
+        feeds = settings.getdict("FEEDS")
+        feeds.setdefault(path, {"format": "jsonlines", "encoding": "utf8"})
+        settings.set("FEEDS", feeds, PRIORITY)
+        self._pipelines(settings, {"crawler.pipelines.clean.CleanPipeline": 200})
+        logger.info(
+            "Single-node mode: none of %s is set; Scrapy's scheduler, a local Bloom "
+            "dupefilter, items to %s", ", ".join(config.SERVICE_SETTINGS), path,
+        )
+
+    def _distributed(self, settings: BaseSettings) -> None:
+        settings.set("SCHEDULER", "crawler.scheduler.KafkaScheduler", PRIORITY)
+        self._pipelines(settings, {
+            "crawler.pipelines.clean.CleanPipeline": 200,
+            "crawler.pipelines.mongo.MongoPipeline": 900,
+        })
+        logger.info(
+            "Distributed mode: Kafka %s, Redis %s, MongoDB %s",
+            config.get_str(settings, "KAFKA_BOOTSTRAP_SERVERS"),
+            config.mask_url(config.get_str(settings, "REDIS_URL")),
+            config.mask_url(config.get_str(settings, "MONGO_URI")),
+        )
+
+    @staticmethod
+    def _pipelines(settings: BaseSettings, wanted: dict[str, int]) -> None:
+        pipelines = settings.getdict("ITEM_PIPELINES")
+        for path, order in wanted.items():
+            pipelines.setdefault(path, order)
+        settings.set("ITEM_PIPELINES", pipelines, PRIORITY)

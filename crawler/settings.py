@@ -1,0 +1,21 @@
+"""Scrapy project settings of the crawler (``scrapy.cfg`` points here).
+
+The crawler's own settings and their defaults live in :mod:`crawler.defaults`
+and are documented in ``docs/settings.md``.
+"""
+
+BOT_NAME = "crawler"
+SPIDER_MODULES = ["crawler.spiders"]
+NEWSPIDER_MODULE = "crawler.spiders"
+COMMANDS_MODULE = "crawler.commands"
+
+ADDONS = {"crawler.addon.DistributedAddon": 0}
+
+ROBOTSTXT_OBEY = False
+CONCURRENT_REQUESTS = 32
+CONCURRENT_REQUESTS_PER_DOMAIN = 16
+CONCURRENT_ITEMS = 16
+DOWNLOAD_TIMEOUT = 30
+TELNETCONSOLE_ENABLED = False
+LOG_LEVEL = "INFO"
+FEED_EXPORT_ENCODING = "utf-8"

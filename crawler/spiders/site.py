@@ -1,0 +1,68 @@
+"""``site``: a whole-site crawl that stores one item per page."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from scrapy import Request, Spider
+from scrapy.http import Response, TextResponse
+from scrapy.linkextractors import LinkExtractor
+
+
+def _split(value: str | list[str] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = value.split(",")
+    return [v.strip() for v in value if v.strip()]
+
+
+class SiteSpider(Spider):
+    """Follow every link of the start URLs' sites; one item per page.
+
+    ``scrapy crawl site -a start_urls=URL[,URL...] [-a allowed_domains=HOST[,HOST...]]``
+    """
+
+    name = "site"
+
+    def __init__(self, start_urls: str | list[str] | None = None,
+                 allowed_domains: str | list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.start_urls = _split(start_urls)
+        if not self.start_urls:
+            raise ValueError("the site spider needs -a start_urls=URL[,URL...]")
+        hosts = [urlsplit(u).hostname or "" for u in self.start_urls]
+        domains = _split(allowed_domains) or sorted({h for h in hosts if h})
+        self.allowed_domains = [d.lower().lstrip(".") for d in domains]
+        self.link_extractor = LinkExtractor()
+
+    async def start(self) -> Any:
+        for url in self.start_urls:
+            yield Request(url, callback=self.parse)
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        yield {
+            "url": response.url,
+            "status": response.status,
+            "title": self._title(response),
+            "fetched_at": datetime.now(UTC).isoformat(),
+            "depth": response.meta.get("depth", 0),
+        }
+        if isinstance(response, TextResponse):
+            for link in self.link_extractor.extract_links(response):
+                if self._allowed(link.url):
+                    yield Request(link.url, callback=self.parse)
+
+    def _allowed(self, url: str) -> bool:
+        host = (urlsplit(url).hostname or "").lower()
+        return any(host == d or host.endswith(f".{d}") for d in self.allowed_domains)
+
+    @staticmethod
+    def _title(response: Response) -> str | None:
+        if not isinstance(response, TextResponse):
+            return None
+        title = response.xpath("//title/text()").get()
+        return " ".join(title.split()) if title else None
