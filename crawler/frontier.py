@@ -67,7 +67,8 @@ class ConsumerLoop:
         self._acks: queue.SimpleQueue[tuple[Partition, int, int]] = queue.SimpleQueue()
         self._committed: dict[Partition, int] = {}
         self._dirty = False
-        self._paused = False
+        self._paused: bool | None = False
+        self._owned: set[Partition] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kafka-consumer", daemon=True)
         self.snapshot: dict[str, Any] = {"assigned": [], "lag": None, "in_flight": 0}
@@ -90,18 +91,20 @@ class ConsumerLoop:
 
     # -- consumer thread ----------------------------------------------------
     def revoked(self, tps: list[Partition]) -> None:
+        """Before a rebalance: commit what is finished of the partitions we may lose."""
         self._apply_acks()
         self._commit(tps)
-        for tp in tps:
-            self.epochs[tp] = self.epochs.get(tp, 0) + 1  # buffered records become stale
-            self.tracker.forget(tp)
-            self._committed.pop(tp, None)
         logger.info("Partitions revoked: %s", _names(tps))
 
     def assigned(self, tps: list[Partition]) -> None:
-        for tp in tps:
-            self.epochs[tp] = self.epochs.get(tp, 0) + 1
-        self._paused = False
+        """After a rebalance: forget lost partitions; kept ones keep their position."""
+        now = set(tps)
+        for tp in (self._owned - now) | (now - self._owned):
+            self.epochs[tp] = self.epochs.get(tp, 0) + 1  # buffered records become stale
+            self.tracker.forget(tp)
+            self._committed.pop(tp, None)
+        self._owned = now
+        self._paused = None  # the pause state of the new assignment is unknown
         logger.info("Partitions assigned: %s", _names(tps))
 
     def _run(self) -> None:
@@ -193,7 +196,7 @@ class ConsumerLoop:
             "assigned": [f"{t}:{p}" for t, p in assigned],
             "lag": lag,
             "in_flight": self.tracker.in_flight(),
-            "paused": self._paused,
+            "paused": bool(self._paused),
         }
 
     def _shutdown(self) -> None:
@@ -244,7 +247,7 @@ class Sender:
             job = self._queue.get()
             if job is None:
                 return
-            topic, key, value, done, attempt = job
+            topic, key, value, done, _attempt = job
             try:
                 future = self.producer.send(topic, key=key, value=value)
             except Exception as exc:
