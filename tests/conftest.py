@@ -1,0 +1,72 @@
+"""Fixtures for tests against real services: one local stack per session, and a demo site.
+
+Nothing starts at import time: a test that uses none of these fixtures starts nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from crawler.stack import Stack
+
+DEMO_SITE_PAGES = 50
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """Redis, Kafka (Tansu) and MongoDB on free loopback ports, stopped at the end."""
+    services = Stack(tmp_path_factory.mktemp("stack"))
+    try:
+        services.start()
+        yield services
+    finally:
+        services.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(stack: Stack) -> str:
+    return stack.env()["REDIS_URL"]
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(stack: Stack) -> str:
+    return stack.env()["KAFKA_BOOTSTRAP_SERVERS"]
+
+
+@pytest.fixture(scope="session")
+def mongo_uri(stack: Stack) -> str:
+    return stack.env()["MONGO_URI"]
+
+
+@pytest.fixture
+def crawl_id(request: pytest.FixtureRequest) -> str:
+    """A crawl id unique to this test run: ``t-<test name>-<hex>`` (``[A-Za-z0-9._-]``, <= 100)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name).strip("-.")
+    return f"t-{name[:80]}-{secrets.token_hex(4)}"
+
+
+@pytest.fixture(scope="session")
+def demo_site_pages() -> int:
+    """How many pages the ``demo_site`` fixture serves."""
+    return DEMO_SITE_PAGES
+
+
+@pytest.fixture(scope="session")
+def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL (no trailing slash) of a served demo site of ``DEMO_SITE_PAGES`` pages.
+
+    ``crawler.demo_site.site_urls(demo_site, demo_site_pages)`` lists its pages.
+    """
+    from crawler import demo_site as site
+
+    directory = tmp_path_factory.mktemp("demo_site")
+    site.generate(directory, DEMO_SITE_PAGES)
+    server = site.serve(directory)
+    try:
+        yield server.base_url
+    finally:
+        server.close()
