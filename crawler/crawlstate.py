@@ -56,6 +56,7 @@ class CrawlState:
     def __init__(self, client: aioredis.Redis, crawl_id: str, *, stale_after: float) -> None:
         self.client = client
         self.key = f"{{{crawl_id}}}:workers"
+        self.finished_key = f"{{{crawl_id}}}:finished"
         self.stale_after = stale_after
 
     async def beat(self, worker: str, *, idle: bool, assigned: list[str], lag: int | None,
@@ -66,20 +67,31 @@ class CrawlState:
     async def workers(self) -> list[WorkerState]:
         """The workers whose heartbeat is fresh; stale entries are removed."""
         raw = await self.client.hgetall(self.key)
-        now, fresh, stale = time.time(), [], []
+        now = time.time()
+        fresh: list[WorkerState] = []
+        stale: list[str] = []
         for name, value in raw.items():
             try:
                 doc = json.loads(value)
                 state = WorkerState(_text(name), bool(doc["idle"]), list(doc["assigned"]),
                                     doc["lag"], float(doc["ts"]), dict(doc.get("info", {})))
             except (ValueError, KeyError, TypeError):
-                stale.append(name)
+                stale.append(_text(name))
                 continue
-            (fresh if now - state.ts <= self.stale_after else stale).append(state)
+            if now - state.ts <= self.stale_after:
+                fresh.append(state)
+            else:
+                stale.append(state.worker)
         if stale:
-            await self.client.hdel(self.key, *[s.worker if isinstance(s, WorkerState) else s
-                                               for s in stale])
-        return [s for s in fresh if isinstance(s, WorkerState)]
+            await self.client.hdel(self.key, *stale)
+        return fresh
+
+    async def mark_finished(self, ttl: float) -> None:
+        """Tell the other workers that the crawl was seen drained for the idle timeout."""
+        await self.client.set(self.finished_key, str(time.time()), px=max(int(ttl * 1000), 1000))
+
+    async def finished(self) -> bool:
+        return bool(await self.client.exists(self.finished_key))
 
     async def leave(self, worker: str) -> None:
         await self.client.hdel(self.key, worker)

@@ -107,7 +107,8 @@ class Outbox:
 
     async def _flush(self, batch: list[_Pending]) -> None:
         checked = [p for p in batch if p.filtered]
-        seen = await self._retry(self.bloom.check, [p.fingerprint for p in checked]) if checked else []
+        fps = [p.fingerprint for p in checked]
+        seen = await self._retry(self.bloom.check, fps) if fps else []
         dupes = {id(p) for p, s in zip(checked, seen, strict=True) if s}
         for pending in batch:
             if id(pending) in dupes:

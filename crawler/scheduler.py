@@ -320,17 +320,25 @@ class KafkaScheduler(BaseScheduler):
                               lag=snap["lag"], info=info)
         drained, self.drain_status = is_drained(await self.state.workers(), self.all_partitions)
         now = time.monotonic()
+        timeout = self.config.idle_timeout
         if not drained:
             self._drained_since = None
+            if timeout and self.local_idle() and snap["lag"] == 0 and await self.state.finished():
+                self._close_finished("another worker saw the crawl drained")
             return
         self._drained_since = self._drained_since or now
-        timeout = self.config.idle_timeout
-        if timeout and now - self._drained_since >= timeout and not self._closing:
-            logger.info("The crawl has been drained for %.0fs: closing", timeout)
-            self._closing = True
-            assert self.crawler.engine is not None
-            self._closer = asyncio.ensure_future(
-                self.crawler.engine.close_spider_async(reason="finished"))
+        if timeout and now - self._drained_since >= timeout:
+            await self.state.mark_finished(ttl=timeout)
+            self._close_finished(f"the crawl has been drained for {timeout:.0f}s")
+
+    def _close_finished(self, why: str) -> None:
+        if self._closing:
+            return
+        logger.info("Closing: %s", why)
+        self._closing = True
+        assert self.crawler.engine is not None
+        self._closer = asyncio.ensure_future(
+            self.crawler.engine.close_spider_async(reason="finished"))
 
 
 def _reactor_call() -> Any:

@@ -1,0 +1,147 @@
+"""The main job: a local multi-worker crawl of a bundled demo site.
+
+``python -m crawler.demo [--workers 3] [--pages 2000]`` starts the local stack
+(Redis, a Kafka-protocol broker, mongod), serves a generated site on loopback,
+runs the workers as separate ``scrapy crawl site`` processes with a progress
+line, waits until every worker has exited by itself and prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from crawler import demo_site
+from crawler.stack import Stack
+
+
+@dataclass
+class Worker:
+    index: int
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+
+def worker_command(start_url: str, settings: dict[str, Any]) -> list[str]:
+    """The command line of one ``site`` worker."""
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"start_urls={start_url}"]
+    for name, value in settings.items():
+        cmd += ["-s", f"{name}={value}"]
+    return cmd
+
+
+def start_worker(index: int, cmd: list[str], env: dict[str, str], log_dir: Path) -> Worker:
+    """Start worker *index*; its log goes to ``log_dir/worker-<index>.log`` (appended)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = open(log_dir / f"worker-{index}.log", "ab")
+    full_env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "crawler.settings", **env}
+    process = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    return Worker(index, process, log)
+
+
+def stored_pages(mongo_uri: str, database: str, collection: str) -> tuple[int, int]:
+    """(documents, distinct URLs) in the crawl's collection."""
+    from pymongo import MongoClient
+
+    with MongoClient(mongo_uri, serverSelectionTimeoutMS=5000) as client:
+        col = client[database][collection]
+        docs = col.count_documents({})
+        urls = len(col.distinct("url")) if docs else 0
+    return docs, urls
+
+
+def _progress(started: float, docs: int, expected: int, alive: int) -> None:
+    elapsed = time.monotonic() - started
+    rate = docs / elapsed if elapsed else 0.0
+    line = (f"\r[{elapsed:6.1f}s] pages stored {docs:>6}/{expected}  "
+            f"{rate:7.1f} pages/s  workers running {alive}")
+    sys.stdout.write(line)
+    sys.stdout.flush()
+
+
+@dataclass
+class Timing:
+    elapsed: float = 0.0  # launch to the last worker's exit
+    crawling: float = 0.0  # launch to the last new page stored
+
+
+def watch(workers: list[Worker], env: dict[str, str], crawl_id: str, expected: int,
+          timeout: float, interval: float = 0.5) -> Timing:
+    """Show progress until every worker has exited."""
+    started = time.monotonic()
+    timing, last = Timing(), -1
+    while True:
+        running = sum(w.process.poll() is None for w in workers)
+        docs, _ = stored_pages(env["MONGO_URI"], "crawler", crawl_id)
+        now = time.monotonic()
+        if docs != last:
+            timing.crawling, last = now - started, docs
+        _progress(started, docs, expected, running)
+        if not running:
+            break
+        if now - started > timeout:
+            raise TimeoutError(f"workers still running after {timeout:.0f}s")
+        time.sleep(interval)
+    print()
+    timing.elapsed = time.monotonic() - started
+    return timing
+
+
+def _summary(env: dict[str, str], crawl_id: str, expected: int, timing: Timing,
+             workers: list[Worker], idle: float) -> int:
+    docs, urls = stored_pages(env["MONGO_URI"], "crawler", crawl_id)
+    print(f"\nSummary of crawl {crawl_id!r}")
+    print(f"  pages stored in MongoDB       {docs} (site has {expected})")
+    print(f"  duplicates found in MongoDB   {docs - urls}")
+    print(f"  pages per second              {docs / max(timing.crawling, 0.001):.1f} "
+          f"({timing.crawling:.1f}s from launch to the last page, start-up included)")
+    print(f"  all workers exited after      {timing.elapsed:.1f}s "
+          f"(CRAWL_IDLE_TIMEOUT={idle:.0f}s after the crawl drained)")
+    print(f"  worker exit codes             {[w.process.returncode for w in workers]}")
+    print(f"  worker logs                   {Path(workers[0].log.name).parent}")
+    ok = docs == expected and urls == docs and all(w.process.returncode == 0 for w in workers)
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--pages", type=int, default=2000)
+    parser.add_argument("--dir", type=Path, default=Path(".stack"))
+    parser.add_argument("--keep", action="store_true", help="leave the services running")
+    args = parser.parse_args(argv)
+    stack = Stack(args.dir)
+    env = stack.start()
+    crawl_id = f"demo-{int(time.time())}"
+    site_dir = args.dir / "demo-site"
+    demo_site.generate(site_dir, args.pages)
+    server = demo_site.serve(site_dir)
+    idle = 5.0
+    settings = {"CRAWL_IDLE_TIMEOUT": idle, "KAFKA_PARTITION_BY": "url", "LOG_LEVEL": "INFO"}
+    cmd = worker_command(server.base_url + "/", settings)
+    print(f"Crawling {server.base_url}/ ({args.pages} pages) with {args.workers} workers, "
+          f"crawl id {crawl_id}")
+    workers = [start_worker(i, cmd, {**env, "CRAWL_ID": crawl_id}, args.dir / "logs" / crawl_id)
+               for i in range(args.workers)]
+    try:
+        timing = watch(workers, env, crawl_id, args.pages, timeout=1800)
+        return _summary(env, crawl_id, args.pages, timing, workers, idle)
+    finally:
+        for worker in workers:
+            if worker.process.poll() is None:
+                worker.process.kill()
+            worker.log.close()
+        server.close()
+        if not args.keep:
+            stack.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
