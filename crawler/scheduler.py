@@ -29,6 +29,7 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
 from crawler import codec, connection
+from crawler.config import SettingError
 from crawler.crawlstate import CrawlState, is_drained
 from crawler.dupefilter import LocalBloom, RedisBloom
 from crawler.frontier import ConsumerLoop, Record, Sender
@@ -65,7 +66,14 @@ class KafkaScheduler(BaseScheduler):
 
     # -- lifecycle ----------------------------------------------------------
     def open(self, spider: Spider) -> Deferred[None]:
-        return deferred_from_coro(self._open(spider))
+        return deferred_from_coro(self._open_or_explain(spider))
+
+    async def _open_or_explain(self, spider: Spider) -> None:
+        try:
+            await self._open(spider)
+        except (connection.ServiceUnavailable, SettingError) as exc:
+            logger.error("Cannot start the crawl: %s", exc)
+            raise
 
     async def _open(self, spider: Spider) -> None:
         cfg = self.config
