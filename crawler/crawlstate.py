@@ -50,6 +50,17 @@ def is_drained(states: list[WorkerState], partitions: set[str]) -> tuple[bool, s
     return True, "drained"
 
 
+_CLAIM = """
+local owner = redis.call('GET', KEYS[1])
+if not owner then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if owner == ARGV[1] then return 1 end
+return 0
+"""
+
+
 class CrawlState:
     """Heartbeats of the workers of one crawl, in a Redis hash."""
 
@@ -57,6 +68,8 @@ class CrawlState:
         self.client = client
         self.key = f"{{{crawl_id}}}:workers"
         self.finished_key = f"{{{crawl_id}}}:finished"
+        self.claim_prefix = f"{{{crawl_id}}}:seed:"
+        self._claim = client.register_script(_CLAIM)
         self.stale_after = stale_after
 
     async def beat(self, worker: str, *, idle: bool, assigned: list[str], lag: int | None,
@@ -92,6 +105,15 @@ class CrawlState:
 
     async def finished(self) -> bool:
         return bool(await self.client.exists(self.finished_key))
+
+    async def claim_seed(self, fingerprint: str, record: str, ttl: float = 86400.0) -> bool:
+        """Whether seed *record* may seed *fingerprint*: the first record to ask wins.
+
+        The same record asking again (a redelivery after a crash) wins again, so
+        a seed is neither lost nor seeded twice by concurrent copies of itself.
+        """
+        keys = [self.claim_prefix + fingerprint]
+        return bool(await self._claim(keys=keys, args=[record, int(ttl * 1000)]))
 
     async def leave(self, worker: str) -> None:
         await self.client.hdel(self.key, worker)

@@ -232,9 +232,23 @@ class KafkaScheduler(BaseScheduler):
         except codec.CodecError as exc:
             self._dead(record, lease, str(exc))
             return
+        self._spawn(self._seed(request, record, lease))
+
+    async def _seed(self, request: Request, record: Record, lease: Lease) -> None:
         fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
-        self.outbox.submit(request, fingerprint, filtered=not request.dont_filter)
-        self.stats.inc_value("frontier/seeds_taken")
+        record_id = f"{record.topic}:{record.partition}:{record.offset}"
+        while True:
+            try:
+                claimed = await self.state.claim_seed(fingerprint.hex(), record_id)
+                break
+            except Exception as exc:  # Redis outage: the seed waits
+                logger.warning("Cannot claim seed %s yet: %s", request.url, exc)
+                await asyncio.sleep(1.0)
+        if claimed or request.dont_filter:
+            self.outbox.submit(request, fingerprint, filtered=not request.dont_filter)
+            self.stats.inc_value("frontier/seeds_taken")
+        else:
+            self.stats.inc_value("frontier/seeds_duplicate")
         self._finish(lease)
 
     def _dead(self, record: Record, lease: Lease, reason: str) -> None:

@@ -1,0 +1,247 @@
+"""Bloom-filter dupefilters: a scalable filter shared in Redis, and local filters.
+
+:class:`RedisBloom` keeps a scalable Bloom filter (see :mod:`crawler.bloom`) in plain
+Redis 7: slice ``i`` is the string ``<key>:s<i>``, the parameters and per-slice counts
+live in the hash ``<key>:meta``. Give *key* a hash tag (``{crawl}:bloom``) so every key
+of a filter lands in one Redis Cluster slot. Each :meth:`RedisBloom.check` or
+:meth:`RedisBloom.add` of a batch is one ``EVALSHA``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Self
+
+import redis.asyncio as aioredis
+from pybloom_live import ScalableBloomFilter
+from redis.exceptions import ResponseError
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.request import referer_str
+
+from crawler import config
+from crawler.bloom import LUA_ADD, LUA_CHECK, LUA_CREATE, digest, plan, validate
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
+    from scrapy.crawler import Crawler
+    from scrapy.http import Request
+    from scrapy.spiders import Spider
+    from scrapy.statscollectors import StatsCollector
+    from scrapy.utils.request import RequestFingerprinterProtocol
+
+logger = logging.getLogger(__name__)
+
+@dataclass(frozen=True)
+class BloomInfo:
+    """The state of a :class:`RedisBloom` filter."""
+
+    key: str
+    capacity: int  # items the filter's slices hold together
+    error_rate: float
+    growth: int
+    slices: int
+    items: int  # fingerprints added (those the filter took for duplicates are not counted)
+    current_fill: float  # items / capacity of the newest slice
+    fill: float  # items / capacity of all slices
+    memory_bytes: int  # bytes of the slices' bit arrays
+
+
+def _flags(value: bytes | str) -> list[bool]:
+    data = value.encode() if isinstance(value, str) else value
+    return [byte == 0x31 for byte in data]  # b"1"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisBloom:
+    """A scalable Bloom filter of request fingerprints shared by all workers in Redis."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        key: str,
+        *,
+        capacity: int,
+        error_rate: float,
+        growth: int,
+        on_grow: Callable[[int], None] | None = None,
+    ) -> None:
+        validate(capacity=capacity, error_rate=error_rate, growth=growth)
+        self.client = client
+        self.key = key
+        self.capacity = capacity
+        self.error_rate = error_rate
+        self.growth = growth
+        self.on_grow = on_grow
+        self._meta = f"{key}:meta"
+        self._scripts: dict[str, AsyncScript] = {}
+        self._warned_full = False
+
+    async def open(self) -> None:
+        """Load the scripts and create the filter, or adopt the parameters stored in
+        Redis if it exists (a warning if they differ from ours)."""
+        sources = {"create": LUA_CREATE, "check": LUA_CHECK, "add": LUA_ADD}
+        for name, source in sources.items():
+            self._scripts[name] = self.client.register_script(source)
+            await self.client.script_load(source)
+        specs = plan(capacity=self.capacity, error_rate=self.error_rate, growth=self.growth)
+        args: list[Any] = [self.key, self.capacity, repr(self.error_rate), self.growth, len(specs)]
+        for spec in specs:
+            args += [spec.capacity, spec.bits, spec.hashes]
+        stored = await self._run("create", args)
+        self._adopt(int(stored[0]), float(stored[1]), int(stored[2]))
+
+    def _adopt(self, capacity: int, error_rate: float, growth: int) -> None:
+        ours = (self.capacity, self.error_rate, self.growth)
+        if (capacity, error_rate, growth) != ours:
+            logger.warning(
+                "Bloom filter %s exists with capacity %d, error rate %s, growth %d; "
+                "keeping those instead of capacity %d, error rate %s, growth %d",
+                self.key, capacity, error_rate, growth, *ours,
+            )
+        self.capacity, self.error_rate, self.growth = capacity, error_rate, growth
+
+    async def _run(self, name: str, args: list[Any]) -> Any:
+        script = self._scripts.get(name)
+        if script is None:
+            raise RuntimeError(f"RedisBloom({self.key!r}).open() was not awaited")
+        return await script(keys=[self._meta], args=args)
+
+    async def check(self, fingerprints: Sequence[bytes]) -> list[bool]:
+        """For each fingerprint: True if the filter has (probably) seen it. Changes nothing."""
+        if not fingerprints:
+            return []
+        payload = b"".join(digest(fp) for fp in fingerprints)
+        return _flags(await self._run("check", [self.key, payload]))
+
+    async def add(self, fingerprints: Sequence[bytes]) -> list[bool]:
+        """Check and add the whole batch atomically. For each fingerprint: True if this
+        call added it (it was new); a fingerprint repeated in the batch is new once."""
+        if not fingerprints:
+            return []
+        args = [self.key, b"".join(digest(fp) for fp in fingerprints)]
+        try:
+            flags, grown, full = await self._run("add", args)
+        except ResponseError as exc:
+            if not str(exc).startswith("NOFILTER"):
+                raise
+            logger.warning("Bloom filter %s vanished from Redis: creating it again", self.key)
+            await self.open()
+            flags, grown, full = await self._run("add", args)
+        self._report(grown, bool(full))
+        return _flags(flags)
+
+    def _report(self, grown: list[list[int]], full: bool) -> None:
+        for index, items, capacity in grown:
+            logger.info(
+                "Bloom filter %s is full at %d items: added slice %d (capacity %d)",
+                self.key, items, index, capacity,
+            )
+            if self.on_grow is not None:
+                self.on_grow(int(index))
+        if full and not self._warned_full:
+            self._warned_full = True
+            logger.warning(
+                "Bloom filter %s is full and cannot add another slice: its false-positive "
+                "rate now rises above %s; raise BLOOM_CAPACITY for the next crawl",
+                self.key, self.error_rate,
+            )
+
+    async def info(self) -> BloomInfo:
+        """Slices, items, capacity, fill and memory of the filter (zeros if it does not exist)."""
+        raw = await self.client.hgetall(self._meta)
+        meta = {_text(k): int(float(_text(v))) for k, v in raw.items() if _text(k) != "error_rate"}
+        slices = meta.get("slices", 0)
+        counts = [meta.get(f"s{i}:count", 0) for i in range(slices)]
+        capacities = [meta[f"s{i}:capacity"] for i in range(slices)]
+        async with self.client.pipeline(transaction=False) as pipe:
+            for i in range(slices):
+                pipe.strlen(f"{self.key}:s{i}")
+            sizes = await pipe.execute()
+        total = sum(capacities)
+        return BloomInfo(
+            key=self.key, capacity=total, error_rate=self.error_rate, growth=self.growth,
+            slices=slices, items=sum(counts),
+            current_fill=counts[-1] / capacities[-1] if slices else 0.0,
+            fill=sum(counts) / total if total else 0.0, memory_bytes=sum(sizes),
+        )
+
+
+class LocalBloom:
+    """A per-worker in-memory scalable Bloom filter of fingerprints (pybloom-live) whose
+    false-positive rate stays below *error_rate* however much it grows."""
+
+    _RATIO = 0.9  # pybloom-live's tightening ratio: its slices sum to rate * r / (1 - r)
+
+    def __init__(self, capacity: int, error_rate: float) -> None:
+        validate(capacity=capacity, error_rate=error_rate, prefix="BLOOM_LOCAL", max_bits=None)
+        self._filter = ScalableBloomFilter(
+            initial_capacity=capacity,
+            error_rate=error_rate * (1 - self._RATIO) / self._RATIO,
+            mode=ScalableBloomFilter.SMALL_SET_GROWTH,
+        )
+
+    def __contains__(self, fp: bytes) -> bool:
+        return bool(fp.hex() in self._filter)
+
+    def add(self, fp: bytes) -> bool:
+        """Add *fp*; True if it was new."""
+        return not self._filter.add(fp.hex())
+
+    def __len__(self) -> int:
+        return len(self._filter)
+
+
+class LocalBloomDupeFilter(BaseDupeFilter):
+    """``DUPEFILTER_CLASS`` for single-node crawls: a :class:`LocalBloom` of request
+    fingerprints, sized by ``BLOOM_LOCAL_CAPACITY`` and ``BLOOM_LOCAL_ERROR_RATE``."""
+
+    def __init__(
+        self,
+        *,
+        capacity: int,
+        error_rate: float,
+        fingerprinter: RequestFingerprinterProtocol,
+        stats: StatsCollector | None = None,
+        debug: bool = False,
+    ) -> None:
+        self.bloom = LocalBloom(capacity=capacity, error_rate=error_rate)
+        self.fingerprinter = fingerprinter
+        self.stats = stats
+        self.debug = debug
+        self.logdupes = True
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        return cls(
+            capacity=config.get_int(settings, "BLOOM_LOCAL_CAPACITY", minimum=1),
+            error_rate=config.get_float(
+                settings, "BLOOM_LOCAL_ERROR_RATE", minimum=0, exclusive_min=True
+            ),
+            fingerprinter=crawler.request_fingerprinter,
+            stats=crawler.stats,
+            debug=settings.getbool("DUPEFILTER_DEBUG"),
+        )
+
+    def request_seen(self, request: Request) -> bool:
+        return not self.bloom.add(self.fingerprinter.fingerprint(request))
+
+    def log(self, request: Request, spider: Spider) -> None:
+        if self.debug:
+            msg = "Filtered duplicate request: %(request)s (referer: %(referer)s)"
+            args = {"request": request, "referer": referer_str(request)}
+            logger.debug(msg, args, extra={"spider": spider})
+        elif self.logdupes:
+            msg = (
+                "Filtered duplicate request: %(request)s - no more duplicates will be shown"
+                " (see DUPEFILTER_DEBUG to show all duplicates)"
+            )
+            logger.debug(msg, {"request": request}, extra={"spider": spider})
+            self.logdupes = False
+        if self.stats is not None:
+            self.stats.inc_value("bloom/filtered")
