@@ -102,7 +102,8 @@ _SPECS: dict[str, _Spec] = {
         "broker", "--listener-url", "tcp://{host}:{port}", "--advertised-listener-url",
         "tcp://{host}:{port}", "--storage-engine", "{storage}")),
     "redis": _Spec("REDIS_URL", "redis://{host}:{port}/0", redis_binary, _probe_redis, (
-        "--port", "{port}", "--bind", "{host}", "--save", "", "--appendonly", "no",
+        "--port", "{port}", "--bind", "{host}", "--save", "", "--appendonly", "yes",
+        "--appendfsync", "everysec",
         "--dir", "{data}", "--daemonize", "no")),
     "mongo": _Spec("MONGO_URI", "mongodb://{host}:{port}/", mongod_binary, _probe_mongo, (
         "--dbpath", "{data}", "--port", "{port}", "--bind_ip", "{host}",
