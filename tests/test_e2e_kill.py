@@ -28,7 +28,9 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
 
 
 def _tail(path: Path, lines: int = 40) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+    if not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
 def test_kill_9_twice_loses_nothing_and_stores_nothing_twice(stack, crawl_id, tmp_path):

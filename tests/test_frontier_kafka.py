@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
@@ -13,20 +12,20 @@ from crawler import connection
 from crawler.frontier import ConsumerLoop, Record
 
 
-def _consumer_loop(bootstrap: str, group: str, topic: str, name: str) -> tuple[ConsumerLoop, list[Record], threading.Lock]:
+def _consumer_loop(
+    bootstrap: str, group: str, topic: str, name: str
+) -> tuple[ConsumerLoop, list[Record]]:
     got: list[Record] = []
-    lock = threading.Lock()
 
     def deliver(records: list[Record]) -> None:
-        with lock:
-            got.extend(records)
+        got.extend(records)  # list.extend is atomic under the GIL
 
     consumer = connection.kafka_consumer(
         bootstrap, group_id=group, connect_timeout=5, client_id=name,
         session_timeout_ms=6000, heartbeat_interval_ms=1000, max_poll_interval_ms=60000)
     loop = ConsumerLoop(consumer, [topic], buffer_size=1000, commit_interval=0.2,
                         deliver=deliver, call_from_thread=lambda f, *a: f(*a))
-    return loop, got, lock
+    return loop, got
 
 
 def _produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
@@ -67,7 +66,7 @@ def topic(kafka_bootstrap: str, crawl_id: str) -> str:
 def test_commits_stop_at_the_first_unfinished_record(kafka_bootstrap, crawl_id, topic):
     group = f"{crawl_id}.g"
     _produce(kafka_bootstrap, topic, 1, 10)
-    loop, got, lock = _consumer_loop(kafka_bootstrap, group, topic, "a")
+    loop, got = _consumer_loop(kafka_bootstrap, group, topic, "a")
     loop.start()
     try:
         _wait(lambda: len(got) == 10)
@@ -89,7 +88,7 @@ def test_rebalance_redelivers_unfinished_records_and_ignores_stale_acks(
 ):
     group = f"{crawl_id}.g"
     _produce(kafka_bootstrap, topic, 2, 20)
-    loop_a, got_a, lock_a = _consumer_loop(kafka_bootstrap, group, topic, "a")
+    loop_a, got_a = _consumer_loop(kafka_bootstrap, group, topic, "a")
     loop_a.start()
     try:
         _wait(lambda: len(got_a) == 40)
@@ -101,7 +100,7 @@ def test_rebalance_redelivers_unfinished_records_and_ignores_stale_acks(
             else:
                 held.append(rec)
         _wait(lambda: _committed(kafka_bootstrap, group, topic, 2) == {0: 5, 1: 5})
-        loop_b, got_b, lock_b = _consumer_loop(kafka_bootstrap, group, topic, "b")
+        loop_b, got_b = _consumer_loop(kafka_bootstrap, group, topic, "b")
         loop_b.start()
         try:
             _wait(lambda: len(loop_b.consumer.assignment()) == 1, timeout=40)
@@ -131,7 +130,7 @@ def test_rebalance_redelivers_unfinished_records_and_ignores_stale_acks(
 def test_a_full_buffer_pauses_fetching(kafka_bootstrap, crawl_id, topic):
     group = f"{crawl_id}.g"
     _produce(kafka_bootstrap, topic, 1, 30)
-    loop, got, lock = _consumer_loop(kafka_bootstrap, group, topic, "a")
+    loop, got = _consumer_loop(kafka_bootstrap, group, topic, "a")
     loop.buffer_size = 8
     loop.start()
     try:

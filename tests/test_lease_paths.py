@@ -27,10 +27,10 @@ class _Handler(BaseHTTPRequestHandler):
     lock = threading.Lock()
     closed_port = 0
 
-    def log_message(self, format, *args):  # noqa: A002
+    def log_message(self, format, *args):
         pass
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         with self.lock:
             self.hits[self.path] = self.hits.get(self.path, 0) + 1
             count = self.hits[self.path]

@@ -1,4 +1,4 @@
-"""Seeding: through the dupefilter once, from any Kafka client, and bad records to the dead-letter topic."""
+"""Seeding through the dupefilter once, from any Kafka client; bad records are dead-lettered."""
 
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def test_seeds_from_any_client_dedup_and_dead_letters(
 ):
     env = {**stack.env(), "CRAWL_ID": crawl_id}
     bootstrap = env["KAFKA_BOOTSTRAP_SERVERS"]
-    connection.ensure_topics(bootstrap, {f"{crawl_id}.{t}": 12 for t in ("requests", "seeds", "dead")},
-                             replication=1, connect_timeout=5)
+    topics = {f"{crawl_id}.{t}": 12 for t in ("requests", "seeds", "dead")}
+    connection.ensure_topics(bootstrap, topics, replication=1, connect_timeout=5)
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     seeds = [
         (demo_site + "/").encode(),  # the same URL the workers get as start_urls
