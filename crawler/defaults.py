@@ -32,7 +32,6 @@ KAFKA_PRODUCER_LINGER_MS = 5
 KAFKA_SEND_RETRY_BACKOFF = 1.0  # seconds before a failed send is tried again (doubles, capped)
 KAFKA_SEND_RETRY_BACKOFF_MAX = 30.0
 KAFKA_LEASE_TIMEOUT = 600.0  # seconds a request may stay in flight before it is re-produced
-KAFKA_OUTBOX_BATCH = 500  # follow-up requests deduplicated in one round trip
 
 # --- crawl lifecycle ---
 CRAWL_IDLE_TIMEOUT = 30.0  # seconds the whole crawl must be drained before workers exit; 0 = never
