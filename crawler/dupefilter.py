@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class BloomInfo:
     """The state of a :class:`RedisBloom` filter."""

@@ -99,8 +99,7 @@ def test_malformed_setting_fails_at_start_naming_it(stack, name, value, tmp_path
 def test_password_is_never_logged(stack, tmp_path):
     env = {**stack.env()}
     env["REDIS_URL"] = env["REDIS_URL"].replace("redis://", "redis://:s3cr3t-pw@")
-    code, out, _ = _crawl("http://127.0.0.1:9/", env, "-s", "CONNECT_TIMEOUT=2",
-                          cwd=tmp_path, timeout=60)
-    assert code != 0  # Redis refuses a password it does not have
-    assert "REDIS_URL" in out and ":***@" in out
+    _, out, _ = _crawl("http://127.0.0.1:9/", env, "-s", "CONNECT_TIMEOUT=2",
+                       "-s", "CRAWL_IDLE_TIMEOUT=2", cwd=tmp_path, timeout=60)
+    assert "redis://:***@127.0.0.1" in out
     assert "s3cr3t-pw" not in out

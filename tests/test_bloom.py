@@ -1,0 +1,141 @@
+"""Sizing, hashing and validation of the scalable Bloom filter (pure, no services)."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import pytest
+
+from crawler.bloom import (
+    MAX_SLICE_BITS,
+    MAX_SLICES,
+    compound_error_rate,
+    hash_pair,
+    plan,
+    positions,
+    slice_spec,
+    validate,
+)
+from crawler.config import SettingError
+
+LN2_SQUARED = math.log(2) ** 2
+
+
+@pytest.mark.parametrize(
+    ("capacity", "error_rate", "growth"),
+    [(1000, 0.01, 2), (10_000_000, 0.001, 2), (100_000, 0.0001, 4), (5, 0.1, 1)],
+)
+@pytest.mark.parametrize("index", [0, 1, 3])
+def test_slice_spec_follows_the_textbook_formulas(
+    capacity: int, error_rate: float, growth: int, index: int
+) -> None:
+    spec = slice_spec(index, capacity=capacity, error_rate=error_rate, growth=growth)
+    n = capacity * growth**index
+    p = error_rate * 0.5 * 0.5**index  # (1 - r) * r**i with r = 0.5
+    assert spec.capacity == n
+    assert spec.error_rate == pytest.approx(p)
+    assert spec.bits == math.ceil(-n * math.log(p) / LN2_SQUARED)
+    assert spec.hashes == math.ceil(math.log2(1 / p))
+
+
+def test_known_sizes() -> None:
+    # 1M items at 1 %: the textbook filter has 9,585,059 bits and 7 hashes.
+    first = slice_spec(0, capacity=1_000_000, error_rate=0.02, growth=2)
+    assert first.error_rate == pytest.approx(0.01)
+    assert first.bits == 9_585_059
+    assert first.hashes == 7
+    # p = 0.1 % for the whole filter: the first slice gets 0.05 %, 15.8 bits an item.
+    spec = slice_spec(0, capacity=10_000_000, error_rate=0.001, growth=2)
+    assert spec.bits / spec.capacity == pytest.approx(15.82, abs=0.01)
+    assert spec.nbytes == math.ceil(spec.bits / 8)
+
+
+@pytest.mark.parametrize(
+    ("capacity", "error_rate", "growth"),
+    [(1000, 0.01, 2), (10_000_000, 0.001, 2), (1000, 0.001, 1), (100, 0.2, 4)],
+)
+def test_compound_error_stays_under_the_target(
+    capacity: int, error_rate: float, growth: int
+) -> None:
+    specs = plan(capacity=capacity, error_rate=error_rate, growth=growth)
+    assert 1 <= len(specs) <= MAX_SLICES
+    assert all(spec.bits <= MAX_SLICE_BITS for spec in specs)
+    assert sum(spec.error_rate for spec in specs) < error_rate
+    assert compound_error_rate(specs) < error_rate
+    for spec in specs:
+        # With the rounded-up number of hashes the real rate of a full slice is within
+        # 5 % of its share (0.4 % at p = 0.05 %).
+        real = (1 - math.exp(-spec.hashes * spec.capacity / spec.bits)) ** spec.hashes
+        assert real == pytest.approx(spec.error_rate, rel=0.05)
+
+
+def test_plan_stops_at_the_redis_string_limit() -> None:
+    specs = plan(capacity=10_000_000, error_rate=0.001, growth=2)
+    assert specs[-1].bits <= MAX_SLICE_BITS
+    after = slice_spec(len(specs), capacity=10_000_000, error_rate=0.001, growth=2)
+    assert after.bits > MAX_SLICE_BITS
+    assert [s.capacity for s in specs[:3]] == [10_000_000, 20_000_000, 40_000_000]
+
+
+def test_hash_pair_is_deterministic_and_in_range() -> None:
+    fp = bytes.fromhex("0123456789abcdef0123456789abcdef01234567")
+    assert hash_pair(fp) == hash_pair(bytes(fp))
+    h1, h2 = hash_pair(fp)
+    assert 0 <= h1 < 2**48 and 0 < h2 < 2**48
+    assert h2 % 2 == 1
+    assert hash_pair(fp) != hash_pair(fp[:-1] + b"\x00")
+
+
+def test_hash_pair_spreads() -> None:
+    rng = random.Random(7)
+    pairs = [hash_pair(rng.randbytes(20)) for _ in range(20_000)]
+    assert len(set(pairs)) == len(pairs)
+    # 16 buckets of h1 and of h2: each should get ~1250; chi-square with 15 degrees of
+    # freedom stays under 40 unless something is badly skewed.
+    for values in ([h1 for h1, _ in pairs], [h2 for _, h2 in pairs]):
+        buckets = Counter(v >> 44 for v in values)
+        expected = len(values) / 16
+        chi2 = sum((buckets[b] - expected) ** 2 / expected for b in range(16))
+        assert chi2 < 40
+    # Similar fingerprints (Scrapy fingerprints differ anywhere) get unrelated pairs.
+    a, b = hash_pair(b"\x00" * 20), hash_pair(b"\x00" * 19 + b"\x01")
+    assert bin(a[0] ^ b[0]).count("1") > 8
+
+
+def test_positions_are_the_double_hashing_sequence() -> None:
+    rng = random.Random(3)
+    for bits in (7, 1000, 2**31 + 11, MAX_SLICE_BITS):
+        h1, h2 = hash_pair(rng.randbytes(20))
+        got = positions(h1, h2, bits=bits, hashes=20)
+        assert got == [(h1 + j * h2) % bits for j in range(20)]
+        assert all(0 <= p < bits for p in got)
+    assert positions(5, 10, bits=10, hashes=3) == [5, 6, 7]  # step 0 becomes 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "setting"),
+    [
+        ({"capacity": 0}, "BLOOM_CAPACITY"),
+        ({"capacity": 1.5}, "BLOOM_CAPACITY"),
+        ({"error_rate": 0.0}, "BLOOM_ERROR_RATE"),
+        ({"error_rate": 1.0}, "BLOOM_ERROR_RATE"),
+        ({"growth": 0}, "BLOOM_GROWTH"),
+        ({"capacity": 300_000_000}, "BLOOM_CAPACITY"),  # 4.7e9 bits > 2**32
+        ({"capacity": 0, "prefix": "BLOOM_LOCAL"}, "BLOOM_LOCAL_CAPACITY"),
+    ],
+)
+def test_validation_names_the_setting(kwargs: dict[str, object], setting: str) -> None:
+    params: dict[str, object] = {"capacity": 1000, "error_rate": 0.001, "growth": 2, **kwargs}
+    with pytest.raises(SettingError) as info:
+        validate(**params)  # type: ignore[arg-type]
+    assert info.value.setting == setting
+    assert setting in str(info.value)
+
+
+def test_validation_accepts_good_values() -> None:
+    validate(capacity=10_000_000, error_rate=0.001, growth=2)
+    validate(capacity=300_000_000, error_rate=0.001, prefix="BLOOM_LOCAL", max_bits=None)
+    with pytest.raises(ValueError):
+        slice_spec(-1, capacity=10, error_rate=0.1, growth=2)
