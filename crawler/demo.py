@@ -49,9 +49,11 @@ def start_worker(index: int, cmd: list[str], env: dict[str, str], log_dir: Path)
 def stored_pages(mongo_uri: str, database: str, collection: str) -> tuple[int, int]:
     """(documents, distinct URLs) in the crawl's collection."""
     from pymongo import MongoClient
+    from pymongo.collection import Collection
 
+    client: MongoClient[dict[str, Any]]
     with MongoClient(mongo_uri, serverSelectionTimeoutMS=5000) as client:
-        col = client[database][collection]
+        col: Collection[dict[str, Any]] = client[database][collection]
         docs = col.count_documents({})
         urls = len(col.distinct("url")) if docs else 0
     return docs, urls
