@@ -91,10 +91,25 @@ class ConsumerLoop:
 
     # -- consumer thread ----------------------------------------------------
     def revoked(self, tps: list[Partition]) -> None:
-        """Before a rebalance: commit what is finished of the partitions we may lose."""
+        """Before a rebalance: commit what is finished of the partitions we may lose.
+
+        kafka-python 3 calls this on its network thread, where a blocking commit is
+        refused, so the commit is queued (it goes out before the JoinGroup request).
+        If it fails, the finished records are delivered again: processed twice,
+        stored once.
+        """
         self._apply_acks()
-        self._commit(tps)
+        offsets = self._offsets(tps)
+        if offsets:
+            self.consumer.commit_async(offsets, callback=self._committed_async)
         logger.info("Partitions revoked: %s", _names(tps))
+
+    def _committed_async(self, offsets: dict[TopicPartition, Any], result: Any) -> None:
+        if isinstance(result, BaseException):
+            logger.info("Pre-rebalance commit failed (records will be redelivered): %s", result)
+            return
+        for tp, meta in offsets.items():
+            self._committed[(tp.topic, tp.partition)] = meta.offset
 
     def assigned(self, tps: list[Partition]) -> None:
         """After a rebalance: forget lost partitions; kept ones keep their position."""
@@ -162,12 +177,16 @@ class ConsumerLoop:
                 self.tracker.finish(tp, offset)
                 self._dirty = True
 
-    def _commit(self, only: list[Partition] | None) -> None:
+    def _offsets(self, tps: list[Partition]) -> dict[TopicPartition, OffsetAndMetadata]:
         offsets = {}
-        for tp in only if only is not None else self.tracker.partitions():
+        for tp in tps:
             target = self.tracker.committable(tp)
             if target is not None and target != self._committed.get(tp):
                 offsets[TopicPartition(*tp)] = OffsetAndMetadata(target, "", -1)
+        return offsets
+
+    def _commit(self, only: list[Partition] | None) -> None:
+        offsets = self._offsets(only if only is not None else self.tracker.partitions())
         if not offsets:
             return
         try:
