@@ -19,7 +19,9 @@ from scrapy.utils.request import request_from_dict
 
 VERSION = 1
 #: meta keys that never leave the process (leases are local to a worker)
-LOCAL_META_KEYS = frozenset({"crawler_lease", "download_slot", "_slot_proxy"})
+LOCAL_META_KEYS = frozenset(
+    {"crawler_lease", "crawler_not_before", "download_slot", "_slot_proxy"}
+)
 _SEED_KEYS = frozenset(
     {"url", "priority", "meta", "callback", "errback", "method", "headers", "body",
      "cookies", "cb_kwargs", "dont_filter", "flags", "encoding"}

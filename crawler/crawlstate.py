@@ -9,6 +9,7 @@ enough). Workers exit once that has held for ``CRAWL_IDLE_TIMEOUT`` seconds.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -113,7 +114,12 @@ class CrawlState:
         a seed is neither lost nor seeded twice by concurrent copies of itself.
         """
         keys = [self.claim_prefix + fingerprint]
-        return bool(await self._claim(keys=keys, args=[record, int(ttl * 1000)]))
+        while True:
+            try:
+                return bool(await self._claim(keys=keys, args=[record, int(ttl * 1000)]))
+            except Exception as exc:  # Redis outage: the seed waits, its record unacknowledged
+                logger.warning("Cannot claim a seed yet, retrying: %s", exc)
+                await asyncio.sleep(1.0)
 
     async def leave(self, worker: str) -> None:
         await self.client.hdel(self.key, worker)

@@ -133,3 +133,84 @@ class AckBarrier:
     @property
     def waiting(self) -> int:
         return len(self._waiting)
+
+
+class LeaseRegistry:
+    """Which request objects in the engine belong to which lease, and when leases end.
+
+    A lease ends when its last request object leaves the engine (a retry or a
+    redirect adds one, so it keeps the lease); it is then released through the
+    :class:`AckBarrier` to *ack*.
+    """
+
+    def __init__(self, ack: Callable[[Lease], None]) -> None:
+        self._ack = ack
+        self.barrier = AckBarrier(self._release)
+        self._leases: dict[int, Lease] = {}
+        self._by_request: dict[Any, Lease] = {}
+        self._ids = itertools.count(1)
+
+    def register(self, lease: Lease, request: Any) -> int:
+        """Track a frontier record's lease; returns the id its request carries."""
+        lease.lease_id = next(self._ids)
+        lease.request = request
+        self._leases[lease.lease_id] = lease
+        return lease.lease_id
+
+    def live(self, lease_id: Any) -> Lease | None:
+        """The lease *lease_id* if its request may still be continued."""
+        lease = self._leases.get(lease_id) if isinstance(lease_id, int) else None
+        if lease is None or lease.scraping or lease.finished:
+            return None
+        return lease
+
+    def enter(self, request: Any, lease: Lease) -> None:
+        """*request* of *lease* is (about to be) in the engine."""
+        lease.active += 1
+        self._by_request[request] = lease
+
+    def start(self, request: Any, lease: Lease) -> None:
+        lease.started = time.monotonic()
+        self.enter(request, lease)
+
+    def drop(self, lease: Lease) -> None:
+        """Forget a lease whose record this worker no longer owns."""
+        self._leases.pop(lease.lease_id, None)
+
+    def scraping(self, request: Any) -> None:
+        """*request*'s response reached the spider: new requests are now children."""
+        lease = self._by_request.get(request)
+        if lease is not None:
+            lease.scraping = True
+
+    def left(self, request: Any) -> None:
+        """The engine let go of *request*."""
+        lease = self._by_request.pop(request, None)
+        if lease is None:
+            return
+        lease.active -= 1
+        if lease.active == 0 and not lease.finished:
+            self.finish(lease)
+
+    def finish(self, lease: Lease) -> None:
+        lease.finished = True
+        self.barrier.finish(lease)
+
+    def stuck(self, older_than: float) -> list[Lease]:
+        """Unfinished leases started more than *older_than* seconds ago."""
+        limit = time.monotonic() - older_than
+        return [x for x in self._leases.values()
+                if x.active and not x.finished and x.started < limit]
+
+    def _release(self, lease: Lease) -> None:
+        lease.acked = True
+        self._leases.pop(lease.lease_id, None)
+        self._ack(lease)
+
+    @property
+    def in_engine(self) -> int:
+        return len(self._by_request)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._by_request or self.barrier.waiting or self.barrier.pending_ops)

@@ -11,8 +11,6 @@ Offsets are committed per partition up to the first record still unfinished.
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 import os
 import socket
@@ -29,16 +27,21 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
 from crawler import codec, connection
+from crawler.buffer import RequestBuffer
+from crawler.completion import Completion, LocalState
 from crawler.config import SettingError
-from crawler.crawlstate import CrawlState, is_drained
+from crawler.crawlstate import CrawlState
 from crawler.dupefilter import LocalBloom, RedisBloom
+from crawler.engine_hook import on_request_left
 from crawler.frontier import ConsumerLoop, Record, Sender
 from crawler.frontier_config import FrontierConfig
-from crawler.leases import AckBarrier, Lease
+from crawler.leases import Lease, LeaseRegistry
 from crawler.outbox import Outbox
 
 logger = logging.getLogger(__name__)
 LEASE_KEY = "crawler_lease"
+#: meta key of a continuation (retry, rate-limit wait) that must not start before this time
+NOT_BEFORE_KEY = "crawler_not_before"
 
 
 class KafkaScheduler(BaseScheduler):
@@ -49,13 +52,9 @@ class KafkaScheduler(BaseScheduler):
         self.config = config
         self.stats = crawler.stats
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.barrier = AckBarrier(self._ack)
-        self._heap: list[tuple[int, int, Request, Lease]] = []
-        self._seq = itertools.count()
-        self._leases: dict[int, Lease] = {}
-        self._by_request: dict[Request, Lease] = {}
-        self._lease_ids = itertools.count(1)
-        self._drained_since: float | None = None
+        self.leases = LeaseRegistry(self._ack)
+        self.barrier = self.leases.barrier
+        self.buffer: RequestBuffer[Lease] = RequestBuffer()
         self._closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -95,12 +94,16 @@ class KafkaScheduler(BaseScheduler):
             dead_topic=cfg.dead_topic, key_for=cfg.partition_key, encode=self._encode,
             stats=self.stats,
         )
-        self._hook_engine()
+        self._engine_slot = on_request_left(self.crawler, self.leases.left)
         self.crawler.signals.connect(self._response_received, signals.response_received)
         self.crawler.signals.connect(self._spider_idle, signals.spider_idle)
         self.sender.start()
         self.consumer.start()
-        self._spawn(self._heartbeats())
+        self.completion = Completion(
+            self.state, self.worker, partitions=self.all_partitions,
+            idle_timeout=cfg.idle_timeout, interval=cfg.heartbeat_interval,
+            local=self._local_state, close=self._close_finished)
+        self._spawn(self.completion.run())
         logger.info("Kafka frontier open: crawl %s, worker %s, topics %s (%d partitions)",
                     cfg.crawl_id, self.worker, cfg.requests_topic, self._partitions[0])
 
@@ -126,20 +129,6 @@ class KafkaScheduler(BaseScheduler):
             consumer, [cfg.requests_topic, cfg.seeds_topic], buffer_size=cfg.buffer_size,
             commit_interval=cfg.commit_interval, deliver=self._on_records,
             call_from_thread=reactor_call)
-
-    def _hook_engine(self) -> None:
-        """Learn when the engine lets go of a request: the end of a lease."""
-        slot = getattr(self.crawler.engine, "_slot", None)
-        if slot is None or not callable(getattr(slot, "remove_request", None)):
-            raise RuntimeError("KafkaScheduler needs Scrapy 2.13-2.19 (engine slot not found)")
-        original = slot.remove_request
-
-        def remove_request(request: Request) -> None:
-            original(request)
-            self._request_left(request)
-
-        slot.remove_request = remove_request
-        self._engine_slot = slot
 
     def close(self, reason: str) -> Deferred[None]:
         return deferred_from_coro(self._close(reason))
@@ -168,15 +157,13 @@ class KafkaScheduler(BaseScheduler):
 
     # -- scheduler interface ------------------------------------------------
     def has_pending_requests(self) -> bool:
-        return bool(self._heap)
+        return bool(self.buffer)
 
     def enqueue_request(self, request: Request) -> bool:
-        lease = self._leases.get(request.meta.get(LEASE_KEY, 0))
-        if lease is not None and not lease.scraping and not lease.finished:
-            # a retry or redirect of a leased request: it keeps the lease
-            lease.active += 1
-            self._by_request[request] = lease
-            self._push(request, lease)
+        lease = self.leases.live(request.meta.get(LEASE_KEY))
+        if lease is not None:  # a retry or redirect of a leased request: it keeps the lease
+            self.leases.enter(request, lease)
+            self._push(request, lease, request.meta.get(NOT_BEFORE_KEY))
             self.stats.inc_value("frontier/continued")
             return True
         request.meta.pop(LEASE_KEY, None)
@@ -186,22 +173,22 @@ class KafkaScheduler(BaseScheduler):
         return self.outbox.submit(request, fingerprint, filtered=not request.dont_filter)
 
     def next_request(self) -> Request | None:
-        while self._heap:
-            _, _, request, lease = heapq.heappop(self._heap)
+        while (item := self.buffer.pop()) is not None:
+            request, lease = item
             if lease.active == 0:  # a fresh record from the buffer
                 self.consumer.taken += 1
                 if not self.consumer.current(lease.tp, lease.epoch):
-                    self._leases.pop(lease.lease_id, None)
+                    self.leases.drop(lease)
                     self.stats.inc_value("frontier/stale_dropped")
                     continue
-                lease.active = 1
-                lease.started = time.monotonic()
-                self._by_request[request] = lease
+                self.leases.start(request, lease)
             return request
         return None
 
-    def _push(self, request: Request, lease: Lease) -> None:
-        heapq.heappush(self._heap, (-request.priority, next(self._seq), request, lease))
+    def _push(self, request: Request, lease: Lease, not_before: float | None = None) -> None:
+        self.buffer.push(request, lease, not_before)
+        if not_before is not None and (wait := self.buffer.next_due()):
+            _call_later(wait, self._engine_slot.nextcall.schedule)
 
     # -- records in ---------------------------------------------------------
     def _on_records(self, records: list[Record]) -> None:
@@ -218,12 +205,9 @@ class KafkaScheduler(BaseScheduler):
                 self.consumer.taken += 1
                 self._dead(record, lease, str(exc))
                 continue
-            lease.lease_id = next(self._lease_ids)
-            lease.request = request
-            self._leases[lease.lease_id] = lease
-            request.meta[LEASE_KEY] = lease.lease_id
+            request.meta[LEASE_KEY] = self.leases.register(lease, request)
             self._push(request, lease)
-        if self._heap:
+        if self.buffer.ready:
             self._engine_slot.nextcall.schedule()
 
     def _take_seed(self, record: Record, lease: Lease) -> None:
@@ -237,13 +221,7 @@ class KafkaScheduler(BaseScheduler):
     async def _seed(self, request: Request, record: Record, lease: Lease) -> None:
         fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
         record_id = f"{record.topic}:{record.partition}:{record.offset}"
-        while True:
-            try:
-                claimed = await self.state.claim_seed(fingerprint.hex(), record_id)
-                break
-            except Exception as exc:  # Redis outage: the seed waits
-                logger.warning("Cannot claim seed %s yet: %s", request.url, exc)
-                await asyncio.sleep(1.0)
+        claimed = await self.state.claim_seed(fingerprint.hex(), record_id)
         if claimed or request.dont_filter:
             self.outbox.submit(request, fingerprint, filtered=not request.dont_filter)
             self.stats.inc_value("frontier/seeds_taken")
@@ -275,25 +253,12 @@ class KafkaScheduler(BaseScheduler):
 
     # -- lease ends ---------------------------------------------------------
     def _response_received(self, response: Response, request: Request, spider: Spider) -> None:
-        lease = self._by_request.get(request)
-        if lease is not None:
-            lease.scraping = True
-
-    def _request_left(self, request: Request) -> None:
-        lease = self._by_request.pop(request, None)
-        if lease is None:
-            return
-        lease.active -= 1
-        if lease.active == 0 and not lease.finished:
-            self._finish(lease)
+        self.leases.scraping(request)
 
     def _finish(self, lease: Lease) -> None:
-        lease.finished = True
-        self.barrier.finish(lease)
+        self.leases.finish(lease)
 
     def _ack(self, lease: Lease) -> None:
-        lease.acked = True
-        self._leases.pop(lease.lease_id, None)
         self.consumer.ack(lease.tp, lease.offset, lease.epoch)
         self.stats.inc_value("frontier/acked")
 
@@ -307,51 +272,26 @@ class KafkaScheduler(BaseScheduler):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _heartbeats(self) -> None:
-        while True:
-            try:
-                await self._beat()
-            except Exception as exc:  # Redis outage: not drained, try again
-                logger.warning("Heartbeat failed: %s", exc)
-                self._drained_since = None
-            await asyncio.sleep(self.config.heartbeat_interval)
-
     def local_idle(self) -> bool:
         snap = self.consumer.snapshot
-        return not (self._heap or self._by_request or self.barrier.waiting
-                    or self.barrier.pending_ops or self.outbox.busy or self.sender.pending
+        return not (self.buffer or self.leases.busy or self.outbox.busy or self.sender.pending
                     or snap.get("in_flight") or snap.get("paused"))
+
+    def _local_state(self) -> LocalState:
+        self._expire_stuck()
+        snap = self.consumer.snapshot
+        info = {"leases": self.leases.in_engine, "buffered": len(self.buffer),
+                "acked": self.stats.get_value("frontier/acked", 0), "pid": os.getpid()}
+        return LocalState(self.local_idle(), snap["assigned"], snap["lag"], info)
 
     def _expire_stuck(self) -> None:
         """Re-produce requests in flight for longer than the lease timeout (trap 2)."""
-        limit = time.monotonic() - self.config.lease_timeout
-        for lease in [x for x in self._leases.values() if x.active and not x.finished]:
-            if lease.started < limit and lease.request is not None:
-                logger.warning("Lease on %s expired after %.0fs: re-queued",
-                               lease.request.url, self.config.lease_timeout)
-                self.stats.inc_value("frontier/lease_expired")
-                self._send_op(self.config.requests_topic, lease.request)
-                self._finish(lease)
-
-    async def _beat(self) -> None:
-        self._expire_stuck()
-        snap = self.consumer.snapshot
-        info = {"leases": len(self._by_request), "buffered": len(self._heap),
-                "acked": self.stats.get_value("frontier/acked", 0), "pid": os.getpid()}
-        await self.state.beat(self.worker, idle=self.local_idle(), assigned=snap["assigned"],
-                              lag=snap["lag"], info=info)
-        drained, self.drain_status = is_drained(await self.state.workers(), self.all_partitions)
-        now = time.monotonic()
-        timeout = self.config.idle_timeout
-        if not drained:
-            self._drained_since = None
-            if timeout and self.local_idle() and snap["lag"] == 0 and await self.state.finished():
-                self._close_finished("another worker saw the crawl drained")
-            return
-        self._drained_since = self._drained_since or now
-        if timeout and now - self._drained_since >= timeout:
-            await self.state.mark_finished(ttl=timeout)
-            self._close_finished(f"the crawl has been drained for {timeout:.0f}s")
+        for lease in self.leases.stuck(self.config.lease_timeout):
+            logger.warning("Lease on %s expired after %.0fs: re-queued",
+                           lease.request.url, self.config.lease_timeout)
+            self.stats.inc_value("frontier/lease_expired")
+            self._send_op(self.config.requests_topic, lease.request)
+            self.leases.finish(lease)
 
     def _close_finished(self, why: str) -> None:
         if self._closing:

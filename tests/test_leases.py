@@ -1,4 +1,4 @@
-from crawler.leases import AckBarrier, OffsetTracker
+from crawler.leases import AckBarrier, Lease, LeaseRegistry, OffsetTracker
 
 TP = ("t.requests", 0)
 
@@ -85,3 +85,58 @@ def test_barrier_releases_in_finish_order():
     assert released == []
     barrier.end(first)
     assert released == ["a", "b"]
+
+
+def _registry():
+    acked: list[Lease] = []
+    return LeaseRegistry(acked.append), acked
+
+
+def test_lease_ends_when_its_last_request_leaves_the_engine():
+    registry, acked = _registry()
+    lease = Lease("t", 0, 7, epoch=1)
+    original = object()
+    lease_id = registry.register(lease, original)
+    registry.start(original, lease)
+    retry = object()
+    assert registry.live(lease_id) is lease
+    registry.enter(retry, lease)  # a retry keeps the lease
+    registry.left(original)
+    assert acked == [] and not lease.finished
+    registry.left(retry)
+    assert acked == [lease] and lease.acked
+    assert registry.live(lease_id) is None and not registry.busy
+
+
+def test_no_continuation_once_the_response_reached_the_spider():
+    registry, acked = _registry()
+    lease = Lease("t", 0, 1, epoch=1)
+    request = object()
+    lease_id = registry.register(lease, request)
+    registry.start(request, lease)
+    registry.scraping(request)
+    assert registry.live(lease_id) is None  # a request with copied meta is a child
+
+
+def test_lease_waits_for_the_children_begun_before_it_ended():
+    registry, acked = _registry()
+    lease = Lease("t", 0, 1, epoch=1)
+    request = object()
+    registry.register(lease, request)
+    registry.start(request, lease)
+    child = registry.barrier.begin()
+    registry.left(request)
+    assert acked == [] and registry.busy
+    registry.barrier.end(child)
+    assert acked == [lease]
+
+
+def test_stuck_leases_are_found():
+    registry, _ = _registry()
+    lease = Lease("t", 0, 1, epoch=1)
+    request = object()
+    registry.register(lease, request)
+    registry.start(request, lease)
+    assert registry.stuck(3600) == []
+    lease.started -= 7200
+    assert registry.stuck(3600) == [lease]

@@ -1,0 +1,62 @@
+"""The worker's local request buffer: a priority heap plus requests not due yet.
+
+Pure data structure: no Kafka, no Scrapy engine, no I/O. Requests with a
+``not_before`` time (a retry's back-off, a rate limiter's wait) are held apart
+until they are due, so a waiting request never blocks the others.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from scrapy import Request
+
+L = TypeVar("L")
+
+
+class RequestBuffer(Generic[L]):
+    """Highest priority first, then first in first out; delayed ones when due."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._seq = itertools.count()
+        self._ready: list[tuple[int, int, Request, L]] = []
+        self._delayed: list[tuple[float, int, Request, L]] = []
+
+    def push(self, request: Request, lease: L, not_before: float | None = None) -> None:
+        if not_before is not None and not_before > self._clock():
+            heapq.heappush(self._delayed, (not_before, next(self._seq), request, lease))
+        else:
+            heapq.heappush(self._ready, (-request.priority, next(self._seq), request, lease))
+
+    def pop(self) -> tuple[Request, L] | None:
+        """The next request that is due, or None."""
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, seq, request, lease = heapq.heappop(self._delayed)
+            heapq.heappush(self._ready, (-request.priority, seq, request, lease))
+        if not self._ready:
+            return None
+        _, _, request, lease = heapq.heappop(self._ready)
+        return request, lease
+
+    def next_due(self) -> float | None:
+        """Seconds until the earliest delayed request is due (None: nothing delayed)."""
+        if not self._delayed:
+            return None
+        return max(self._delayed[0][0] - self._clock(), 0.0)
+
+    @property
+    def ready(self) -> int:
+        return len(self._ready)
+
+    @property
+    def delayed(self) -> int:
+        return len(self._delayed)
+
+    def __len__(self) -> int:
+        return len(self._ready) + len(self._delayed)
