@@ -109,7 +109,7 @@ def test_lease_ends_when_its_last_request_leaves_the_engine():
 
 
 def test_no_continuation_once_the_response_reached_the_spider():
-    registry, acked = _registry()
+    registry, _ = _registry()
     lease = Lease("t", 0, 1, epoch=1)
     request = object()
     lease_id = registry.register(lease, request)
