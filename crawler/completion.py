@@ -44,6 +44,7 @@ class Completion:
         self._close = close
         self.drained_since: float | None = None
         self.status = "starting"
+        self.started = time.time()
 
     async def run(self) -> None:
         while True:
@@ -62,8 +63,10 @@ class Completion:
         timeout = self.idle_timeout
         if not drained:
             self.drained_since = None
-            if timeout and local.idle and local.lag == 0 and await self.state.finished():
-                self._close("another worker saw the crawl drained")
+            if timeout and local.idle and local.lag == 0 and local.assigned:
+                finished = await self.state.finished_at()
+                if finished is not None and finished > self.started:
+                    self._close("another worker saw the crawl drained")
             return
         now = time.monotonic()
         self.drained_since = self.drained_since or now

@@ -104,8 +104,10 @@ class CrawlState:
         """Tell the other workers that the crawl was seen drained for the idle timeout."""
         await self.client.set(self.finished_key, str(time.time()), px=max(int(ttl * 1000), 1000))
 
-    async def finished(self) -> bool:
-        return bool(await self.client.exists(self.finished_key))
+    async def finished_at(self) -> float | None:
+        """When a worker last saw the crawl drained for the idle timeout, if recently."""
+        value = await self.client.get(self.finished_key)
+        return float(value) if value is not None else None
 
     async def claim_seed(self, fingerprint: str, record: str, ttl: float = 86400.0) -> bool:
         """Whether seed *record* may seed *fingerprint*: the first record to ask wins.

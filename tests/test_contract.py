@@ -103,3 +103,24 @@ def test_password_is_never_logged(stack, tmp_path):
                        "-s", "CRAWL_IDLE_TIMEOUT=2", cwd=tmp_path, timeout=60)
     assert "redis://:***@127.0.0.1" in out
     assert "s3cr3t-pw" not in out
+
+
+def test_a_second_crawl_right_after_the_first_with_the_same_crawl_id(
+    stack, demo_site, demo_site_pages, crawl_id, tmp_path
+):
+    """The first crawl's "finished" mark must not end the next one (default CRAWL_ID reuse)."""
+    second_dir = tmp_path / "second"
+    site.generate(second_dir, 20, seed=7)
+    second = site.serve(second_dir)
+    env = {**stack.env(), "CRAWL_ID": crawl_id}
+    try:
+        for url in (demo_site + "/", second.base_url + "/"):
+            code, out, _ = _crawl(url, env, "-s", "CRAWL_IDLE_TIMEOUT=10", cwd=tmp_path)
+            assert code == 0, out[-3000:]
+    finally:
+        second.close()
+    with MongoClient(env["MONGO_URI"]) as client:
+        urls = {d["url"] for d in client["crawler"][crawl_id].find()}
+    expected = set(site.site_urls(demo_site, demo_site_pages))
+    expected |= set(site.site_urls(second.base_url, 20))
+    assert urls == expected

@@ -61,8 +61,12 @@ class SiteSpider(Spider):
         return any(host == d or host.endswith(f".{d}") for d in self.allowed_domains)
 
     @staticmethod
-    def _title(response: Response) -> str | None:
+    def _title(response: Response) -> str:
+        """The page title, whitespace collapsed; empty when there is none."""
         if not isinstance(response, TextResponse):
-            return None
-        title = response.xpath("//title/text()").get()
-        return " ".join(title.split()) if title else None
+            return ""
+        try:
+            title = response.xpath("//title/text()").get()
+        except ValueError:  # a text response that is not HTML or XML
+            return ""
+        return " ".join(title.split()) if title else ""
