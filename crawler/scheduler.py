@@ -31,6 +31,7 @@ from crawler.buffer import RequestBuffer
 from crawler.completion import Completion, LocalState
 from crawler.config import SettingError
 from crawler.crawlstate import CrawlState
+from crawler.delay import not_before
 from crawler.dupefilter import LocalBloom, RedisBloom
 from crawler.engine_hook import on_request_left
 from crawler.frontier import ConsumerLoop, Record, Sender
@@ -40,8 +41,6 @@ from crawler.outbox import Outbox
 
 logger = logging.getLogger(__name__)
 LEASE_KEY = "crawler_lease"
-#: meta key of a continuation (retry, rate-limit wait) that must not start before this time
-NOT_BEFORE_KEY = "crawler_not_before"
 
 
 class KafkaScheduler(BaseScheduler):
@@ -163,7 +162,7 @@ class KafkaScheduler(BaseScheduler):
         lease = self.leases.live(request.meta.get(LEASE_KEY))
         if lease is not None:  # a retry or redirect of a leased request: it keeps the lease
             self.leases.enter(request, lease)
-            self._push(request, lease, request.meta.get(NOT_BEFORE_KEY))
+            self._push(request, lease, not_before(request))
             self.stats.inc_value("frontier/continued")
             return True
         request.meta.pop(LEASE_KEY, None)

@@ -1,0 +1,46 @@
+"""Delaying a request without blocking the reactor or other requests.
+
+With the Kafka frontier, a downloader middleware delays a request by returning
+:func:`delayed` copy of it: the engine hands it back to the scheduler, which
+keeps it, under its original lease, in the worker's buffer until it is due
+(a worker killed meanwhile loses nothing: the lease was never acknowledged).
+With Scrapy's own scheduler (single-node mode) there is no such buffer, so
+:func:`sleep` waits on the event loop instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from scrapy import Request
+from scrapy.crawler import Crawler
+
+#: meta key: the request must not be downloaded before this time (``time.time()``)
+NOT_BEFORE_KEY = "crawler_not_before"
+_KAFKA_SCHEDULER = "crawler.scheduler.KafkaScheduler"
+
+
+def scheduler_delays(crawler: Crawler) -> bool:
+    """Whether the crawl's scheduler honours :data:`NOT_BEFORE_KEY`."""
+    scheduler = crawler.settings.get("SCHEDULER")
+    path = scheduler if isinstance(scheduler, str) else (
+        f"{scheduler.__module__}.{scheduler.__qualname__}" if scheduler else "")
+    return path == _KAFKA_SCHEDULER
+
+
+def delayed(request: Request, delay: float, **replace: object) -> Request:
+    """A copy of *request* (with *replace* applied) not to be sent for *delay* seconds."""
+    meta = dict(request.meta)
+    meta[NOT_BEFORE_KEY] = time.time() + max(delay, 0.0)
+    return request.replace(meta=meta, **replace)  # type: ignore[arg-type]
+
+
+def not_before(request: Request) -> float | None:
+    value = request.meta.get(NOT_BEFORE_KEY)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+async def sleep(delay: float) -> None:
+    """Wait *delay* seconds on the event loop (single-node mode)."""
+    await asyncio.sleep(max(delay, 0.0))
