@@ -33,7 +33,7 @@ def delayed(request: Request, delay: float, **replace: object) -> Request:
     """A copy of *request* (with *replace* applied) not to be sent for *delay* seconds."""
     meta = dict(request.meta)
     meta[NOT_BEFORE_KEY] = time.time() + max(delay, 0.0)
-    return request.replace(meta=meta, **replace)  # type: ignore[arg-type]
+    return request.replace(meta=meta, **replace)  # type: ignore[call-overload,no-any-return]
 
 
 def not_before(request: Request) -> float | None:
