@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -44,6 +46,34 @@ def start_worker(index: int, cmd: list[str], env: dict[str, str], log_dir: Path)
     process = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)
     return Worker(index, process, log)
+
+
+@contextmanager
+def running(
+    count: int, cmd: list[str], env: dict[str, str], log_dir: Path
+) -> Iterator[list[Worker]]:
+    """Start *count* workers; on leaving, kill those still running and close their logs."""
+    workers = [start_worker(i, cmd, env, log_dir) for i in range(count)]
+    try:
+        yield workers
+    finally:
+        for worker in workers:
+            if worker.process.poll() is None:
+                worker.process.kill()
+                worker.process.wait()
+            worker.log.close()
+
+
+def wait_all(workers: list[Worker], timeout: float) -> list[int]:
+    """Wait until every worker has exited by itself; their exit codes."""
+    deadline = time.monotonic() + timeout
+    for worker in workers:
+        worker.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+    return [w.process.returncode for w in workers]
+
+
+def worker_logs(workers: list[Worker]) -> str:
+    return "\n".join(Path(w.log.name).read_text(errors="replace") for w in workers)
 
 
 def stored_pages(mongo_uri: str, database: str, collection: str) -> tuple[int, int]:
@@ -130,16 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     cmd = worker_command(server.base_url + "/", settings)
     print(f"Crawling {server.base_url}/ ({args.pages} pages) with {args.workers} workers, "
           f"crawl id {crawl_id}")
-    workers = [start_worker(i, cmd, {**env, "CRAWL_ID": crawl_id}, args.dir / "logs" / crawl_id)
-               for i in range(args.workers)]
+    log_dir = args.dir / "logs" / crawl_id
     try:
-        timing = watch(workers, env, crawl_id, args.pages, timeout=1800)
-        return _summary(env, crawl_id, args.pages, timing, workers, idle)
+        with running(args.workers, cmd, {**env, "CRAWL_ID": crawl_id}, log_dir) as workers:
+            timing = watch(workers, env, crawl_id, args.pages, timeout=1800)
+            return _summary(env, crawl_id, args.pages, timing, workers, idle)
     finally:
-        for worker in workers:
-            if worker.process.poll() is None:
-                worker.process.kill()
-            worker.log.close()
         server.close()
         if not args.keep:
             stack.stop()

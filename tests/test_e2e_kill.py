@@ -5,26 +5,17 @@ from __future__ import annotations
 import os
 import random
 import signal
-import time
 from pathlib import Path
 
 import pytest
+from helpers import wait_until
 from pymongo import MongoClient
 
 from crawler import demo_site
-from crawler.demo import start_worker, stored_pages, worker_command
+from crawler.demo import running, start_worker, stored_pages, wait_all, worker_command
 
 PAGES = 2000
 pytestmark = pytest.mark.e2e
-
-
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -44,32 +35,22 @@ def test_kill_9_twice_loses_nothing_and_stores_nothing_twice(stack, crawl_id, tm
     logs = tmp_path / "logs"
     count = lambda: stored_pages(env["MONGO_URI"], "crawler", crawl_id)[0]  # noqa: E731
     rng = random.Random()
-    workers = [start_worker(i, cmd, env, logs) for i in range(3)]
     try:
-        for kill_at in (rng.randint(150, 500), rng.randint(900, 1300)):
-            _wait_for(lambda k=kill_at: count() >= k, 240, f"{kill_at} pages stored")
-            victim = workers[0]
-            os.kill(victim.process.pid, signal.SIGKILL)
-            victim.process.wait()
-            victim.log.close()
-            workers[0] = start_worker(0, cmd, env, logs)
-        for worker in workers:
-            try:
-                worker.process.wait(timeout=300)
-            except Exception:
-                pytest.fail(f"worker {worker.index} did not exit:\n{_tail(Path(worker.log.name))}")
-        codes = [w.process.returncode for w in workers]
-        assert codes == [0, 0, 0], "\n".join(_tail(Path(w.log.name)) for w in workers)
-        with MongoClient(env["MONGO_URI"]) as client:
-            col = client["crawler"][crawl_id]
-            urls = [doc["url"] for doc in col.find({}, {"url": 1})]
-        assert len(urls) == len(set(urls)), "a page was stored twice"
-        missing = set(demo_site.site_urls(server.base_url, PAGES)) - set(urls)
-        assert not missing, f"{len(missing)} pages lost, e.g. {sorted(missing)[:5]}"
-        assert len(urls) == PAGES
+        with running(3, cmd, env, logs) as workers:
+            for kill_at in (rng.randint(150, 500), rng.randint(900, 1300)):
+                wait_until(lambda k=kill_at: count() >= k, 240, f"{kill_at} pages stored")
+                victim = workers[0]
+                os.kill(victim.process.pid, signal.SIGKILL)
+                victim.process.wait()
+                victim.log.close()
+                workers[0] = start_worker(0, cmd, env, logs)
+            codes = wait_all(workers, timeout=300)
+            assert codes == [0, 0, 0], "\n".join(_tail(Path(w.log.name)) for w in workers)
     finally:
-        for worker in workers:
-            if worker.process.poll() is None:
-                worker.process.kill()
-            worker.log.close()
         server.close()
+    with MongoClient(env["MONGO_URI"]) as client:
+        urls = [doc["url"] for doc in client["crawler"][crawl_id].find({}, {"url": 1})]
+    assert len(urls) == len(set(urls)), "a page was stored twice"
+    missing = set(demo_site.site_urls(server.base_url, PAGES)) - set(urls)
+    assert not missing, f"{len(missing)} pages lost, e.g. {sorted(missing)[:5]}"
+    assert len(urls) == PAGES

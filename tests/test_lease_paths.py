@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pymongo import MongoClient
 
-from crawler.demo import start_worker
+from crawler.demo import running, wait_all
 from crawler.stack import free_port
 
 HERE = Path(__file__).parent
@@ -77,18 +77,13 @@ def test_every_way_a_request_ends_acknowledges_its_lease(stack, crawl_id, tmp_pa
     cmd = [sys.executable, "-m", "scrapy", "runspider", str(HERE / "spiders" / "paths.py"),
            "-a", f"base={base}", "-s", "CRAWL_IDLE_TIMEOUT=4", "-s", "KAFKA_PARTITION_BY=url",
            "-s", "LOG_LEVEL=INFO"]
-    workers = [start_worker(i, cmd, env, tmp_path) for i in range(2)]
     try:
-        for worker in workers:
-            worker.process.wait(timeout=120)
+        with running(2, cmd, env, tmp_path) as workers:
+            codes = wait_all(workers, timeout=120)
+            logs = [Path(w.log.name).read_text(errors="replace") for w in workers]
     finally:
-        for worker in workers:
-            if worker.process.poll() is None:
-                worker.process.kill()
-            worker.log.close()
         server.shutdown()
-    logs = [Path(w.log.name).read_text(errors="replace") for w in workers]
-    assert [w.process.returncode for w in workers] == [0, 0], logs
+    assert codes == [0, 0], logs
     consumed = sum(_stat(log, "frontier/consumed") for log in logs)
     acked = sum(_stat(log, "frontier/acked") for log in logs)
     assert acked >= consumed > 0, (acked, consumed)

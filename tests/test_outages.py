@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
+from helpers import wait_until
 from pymongo import MongoClient
 
 from crawler import demo_site as site
-from crawler.demo import start_worker, stored_pages, worker_command
+from crawler.demo import running, stored_pages, wait_all, worker_command, worker_logs
 
 PAGES = 600
+
+
 SEEN_OUTAGE = {"redis": "Redis dupefilter unavailable", "mongo": "MongoDB writes succeed again"}
 
 
@@ -24,13 +26,21 @@ def _freeze(stack, name: str):
     return lambda: os.kill(pid, signal.SIGCONT)
 
 
-def _wait_for(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+def _outage(stack, service: str, workers, count) -> None:
+    wait_until(lambda: count() >= 100, 120, "100 pages stored")
+    assert count() < PAGES - 100, "the crawl was nearly over before the outage"
+    # The broker keeps its log in memory here, so it is frozen rather than restarted.
+    thaw = _freeze(stack, service) if service == "kafka" else None
+    if thaw is None:
+        stack.stop_service(service)
+    try:
+        time.sleep(8)
+        assert all(w.process.poll() is None for w in workers), "a worker gave up in the outage"
+    finally:
+        if thaw is not None:
+            thaw()
+        else:
+            stack.start_service(service)
 
 
 @pytest.mark.parametrize("service", ["redis", "mongo", "kafka"])
@@ -41,33 +51,15 @@ def test_outage_mid_crawl_stalls_then_resumes(stack, service, crawl_id, tmp_path
     settings = {"CRAWL_IDLE_TIMEOUT": 5, "KAFKA_PARTITION_BY": "url", "CONCURRENT_REQUESTS": 4,
                 "MONGO_RETRY_BACKOFF_MAX": 2, "CONNECT_TIMEOUT": 2}
     cmd = worker_command(server.base_url + "/", settings)
-    workers = [start_worker(i, cmd, env, tmp_path / "logs") for i in range(2)]
     count = lambda: stored_pages(env["MONGO_URI"], "crawler", crawl_id)[0]  # noqa: E731
     try:
-        _wait_for(lambda: count() >= 100, 120, "100 pages stored")
-        assert count() < PAGES - 100, "the crawl was nearly over before the outage"
-        # The broker keeps its log in memory here, so it is frozen rather than restarted.
-        thaw = _freeze(stack, service) if service == "kafka" else None
-        if thaw is None:
-            stack.stop_service(service)
-        time.sleep(8)
-        assert all(w.process.poll() is None for w in workers), "a worker gave up during the outage"
-        if thaw is not None:
-            thaw()
-        else:
-            stack.start_service(service)
-        for worker in workers:
-            worker.process.wait(timeout=240)
+        with running(2, cmd, env, tmp_path / "logs") as workers:
+            _outage(stack, service, workers, count)
+            codes = wait_all(workers, timeout=240)
+            logs = worker_logs(workers)
     finally:
-        for worker in workers:
-            if worker.process.poll() is None:
-                worker.process.kill()
-            worker.log.close()
         server.close()
-        if service not in {n for n, s in stack.status().items() if s.get("answering")}:
-            stack.start_service(service)
-    logs = "\n".join(Path(w.log.name).read_text(errors="replace") for w in workers)
-    assert [w.process.returncode for w in workers] == [0, 0], logs[-4000:]
+    assert codes == [0, 0], logs[-4000:]
     if service in SEEN_OUTAGE:
         assert SEEN_OUTAGE[service] in logs, "the outage was not noticed: the test proves nothing"
     with MongoClient(env["MONGO_URI"]) as client:

@@ -13,7 +13,7 @@ from pymongo import MongoClient
 
 from crawler import connection
 from crawler import demo_site as site
-from crawler.demo import start_worker, worker_command
+from crawler.demo import running, wait_all, worker_command
 
 
 def _read_topic(bootstrap: str, topic: str, timeout: float = 5.0) -> list[bytes]:
@@ -51,16 +51,8 @@ def test_seeds_from_any_client_dedup_and_dead_letters(
     producer.flush()
     producer.close()
     cmd = worker_command(demo_site + "/", {"CRAWL_IDLE_TIMEOUT": 3, "KAFKA_PARTITION_BY": "url"})
-    workers = [start_worker(i, cmd, env, tmp_path) for i in range(3)]  # same start_urls thrice
-    try:
-        for worker in workers:
-            worker.process.wait(timeout=120)
-    finally:
-        for worker in workers:
-            if worker.process.poll() is None:
-                worker.process.kill()
-            worker.log.close()
-    assert [w.process.returncode for w in workers] == [0, 0, 0]
+    with running(3, cmd, env, tmp_path) as workers:  # the same start_urls thrice
+        assert wait_all(workers, timeout=120) == [0, 0, 0]
     with MongoClient(env["MONGO_URI"]) as client:
         urls = [d["url"] for d in client["crawler"][crawl_id].find()]
     assert sorted(urls) == sorted(site.site_urls(demo_site, demo_site_pages))
