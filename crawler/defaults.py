@@ -56,3 +56,47 @@ MONGO_INDEXES: list[str] = ["url", "fetched_at"]
 
 # --- single-node mode ---
 LOCAL_ITEMS_PATH = "output/%(crawl_id)s.jsonl"
+
+# --- backoff retries ---
+# (RETRY_TIMES and RETRY_PRIORITY_ADJUST are Scrapy's settings, with Scrapy's defaults)
+RETRY_BACKOFF_ENABLED = False  # True: BackoffRetryMiddleware replaces Scrapy's RetryMiddleware
+RETRY_BACKOFF_BASE = 1.0  # seconds: the first retry waits up to this long (doubles each retry)
+RETRY_BACKOFF_MAX = 60.0  # seconds: the largest backoff ceiling
+RETRY_AFTER_MAX = 120.0  # seconds: the longest Retry-After honoured (longer ones are capped)
+RETRY_STATUS_OVERRIDES: dict[str, str] = {}  # {"404": "backoff", "dns": "none", ...}
+
+# --- per-domain rate limit ---
+RATELIMIT_ENABLED = False  # True: RateLimitMiddleware limits every host's request rate
+RATELIMIT_RATE = 1.0  # tokens (requests) per second per host
+RATELIMIT_BURST = 2.0  # tokens a host's bucket holds: requests that may go at once
+RATELIMIT_DOMAINS: dict[str, dict[str, float]] = {}  # {"example.com": {"rate": 2, "burst": 4}}
+RATELIMIT_MAX_WAIT = 60.0  # seconds a request may reserve ahead; later ones come back unreserved
+RATELIMIT_ADAPTIVE = True  # lower a host's rate on RATELIMIT_DECREASE_ON, recover on success
+RATELIMIT_DECREASE_ON: list[int] = [429, 503]  # statuses that lower the rate
+RATELIMIT_DECREASE_FACTOR = 0.5  # the rate is multiplied by this on such a status
+RATELIMIT_MIN_RATE = 0.05  # tokens per second: the adaptive floor
+RATELIMIT_RECOVER_AFTER = 20  # consecutive successes before the rate steps up
+RATELIMIT_RECOVER_STEP = 0.1  # each step adds this fraction of the configured rate
+RATELIMIT_STATE_TTL = 3600.0  # seconds a host's lowered rate is remembered once idle
+RATELIMIT_RETRY_BACKOFF = 0.5  # seconds before Redis is tried again (doubles, capped)
+RATELIMIT_RETRY_BACKOFF_MAX = 30.0
+
+# --- proxy pool ---
+PROXY_ENABLED = False  # True: ProxyPoolMiddleware sends requests through the pool
+ROTATING_PROXY_LIST: list[str] = []  # proxy addresses, [scheme://][user:pass@]host:port
+ROTATING_PROXY_LIST_PATH = ""  # a file of proxy addresses, one per line ("#" comments)
+PROXY_STORE = ""  # class path; empty: RedisProxyStore when REDIS_URL is set, else in-process
+PROXY_BAN_POLICY = "crawler.proxypool.BanPolicy"
+PROXY_WHEN_NONE = "wait"  # no usable proxy: wait | direct | fail
+PROXY_BAN_RETRIES = 5  # times a banned request is re-issued through another proxy
+PROXY_REFRESH_INTERVAL = 1.0  # seconds between syncs with the shared store (and after bans)
+PROXY_WAIT_MAX = 30.0  # seconds a request waits at most before it looks for a proxy again
+PROXY_EWMA_ALPHA = 0.3  # weight of a new observation in the moving averages
+PROXY_LATENCY_REF = 1.0  # seconds of latency that halve a proxy's score
+PROXY_MIN_SUCCESS = 0.1  # a success-rate average below this kills the proxy
+PROXY_BACKOFF_BASE = 30.0  # seconds a proxy stays dead the first time (doubles each death)
+PROXY_BACKOFF_MAX = 1800.0  # cap of that pause
+PROXY_PROBATION_SUCCESSES = 2  # successes that make a proxy on probation alive again
+PROXY_BACKOFF_RESET = 20  # consecutive successes that reset the pause to PROXY_BACKOFF_BASE
+USERAGENT_ROTATION_ENABLED = False  # True: UserAgentRotationMiddleware picks from USERAGENT_LIST
+USERAGENT_LIST: list[str] = []  # User-Agent strings to rotate over
