@@ -186,7 +186,8 @@ class KafkaScheduler(BaseScheduler):
 
     def _push(self, request: Request, lease: Lease, not_before: float | None = None) -> None:
         self.buffer.push(request, lease, not_before)
-        if not_before is not None and (wait := self.buffer.next_due()):
+        if not_before is not None and (wait := not_before - time.time()) > 0:
+            # wake the engine when this request is due, not when something else happens
             _call_later(wait, self._engine_slot.nextcall.schedule)
 
     # -- records in ---------------------------------------------------------

@@ -1,0 +1,214 @@
+"""``RateLimitMiddleware``: a per-host token bucket shared by the whole cluster.
+
+Settings ``RATELIMIT_*``; the buckets and their maths are in :mod:`crawler.ratelimiter`
+and :mod:`crawler.tokenbucket`. A request that must wait for its slot reserves it,
+then either goes back to the Kafka frontier's buffer as a :func:`crawler.delay.delayed`
+copy (the worker goes on with other hosts) or, with Scrapy's own scheduler, sleeps.
+See ``docs/ratelimit.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Self
+
+from redis.exceptions import RedisError
+from scrapy import Request, signals
+from scrapy.exceptions import CloseSpider, NotConfigured
+from scrapy.utils.httpobj import urlparse_cached
+
+from crawler import config, connection
+from crawler.delay import NOT_BEFORE_KEY, delayed, scheduler_delays, sleep
+from crawler.ratelimiter import (
+    Grant,
+    Limiter,
+    LocalLimiter,
+    RateLimitConfig,
+    RedisLimiter,
+    normal_host,
+    read_config,
+)
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+#: request meta: ``{"host", "taken", "lowered", "reserved", "due"}`` (JSON-safe)
+META_KEY = "ratelimit"
+_ON_TIME = 0.001  # seconds of wait not worth waiting for
+_STALE = 300.0  # a reserved slot this far in the past is not honoured (a re-queued copy)
+_ERRORS = (RedisError, OSError, asyncio.TimeoutError)
+
+
+class RateLimitMiddleware:
+    """Downloader middleware (order 560: its ``process_response`` sees a 429 or 503
+    before the retry middleware at 550 turns it into a retry). ``RATELIMIT_ENABLED``."""
+
+    def __init__(self, crawler: Crawler, cfg: RateLimitConfig, *, delays: bool) -> None:
+        self.crawler, self.cfg, self.delays = crawler, cfg, delays
+        self.stats = crawler.stats
+        self.limiter: Limiter | None = None
+        self._opened = asyncio.Event()
+        self._failures = 0
+        self._warned: set[str] = set()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        if not config.get_bool(crawler.settings, "RATELIMIT_ENABLED"):
+            raise NotConfigured("RATELIMIT_ENABLED is off")
+        cfg = read_config(crawler.settings, crawler.spidercls.name)
+        middleware = cls(crawler, cfg, delays=scheduler_delays(crawler))
+        crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
+        return middleware
+
+    async def spider_opened(self) -> None:
+        if not self.cfg.redis_url:
+            self.limiter = LocalLimiter(self.cfg)
+        else:
+            client = connection.redis_client(self.cfg.redis_url, self.cfg.redis_params,
+                                             connect_timeout=self.cfg.connect_timeout)
+            try:
+                await connection.check_redis(client, self.cfg.redis_url)
+            except connection.ServiceUnavailable as exc:
+                await client.aclose()
+                logger.error("Rate limit: %s", exc)
+                raise CloseSpider("ratelimit_redis_unavailable") from exc
+            self.limiter = RedisLimiter(client, self.cfg.crawl_id, self.cfg)
+        self._opened.set()
+        logger.info(
+            "Rate limit: %g requests/s, burst %g per host (%d hosts configured), %s; "
+            "waiting requests %s", self.cfg.default.rate, self.cfg.default.burst,
+            len(self.cfg.domains), "shared in Redis" if self.cfg.redis_url else "in memory",
+            "go back to the frontier's buffer" if self.delays else "sleep")
+
+    async def spider_closed(self) -> None:
+        if self.limiter is not None:
+            await self.limiter.close()
+
+    # -- requests -----------------------------------------------------------
+    async def process_request(self, request: Request) -> Request | None:
+        host = normal_host(urlparse_cached(request).hostname or "")
+        if not host:
+            return None
+        await self._opened.wait()
+        if await self._redeem(request, host):
+            return None
+        return await self._acquire(request, host)
+
+    async def _redeem(self, request: Request, host: str) -> bool:
+        """Whether *request* is a delayed copy back at the slot it reserved (waits if early)."""
+        ticket = request.meta.get(META_KEY)
+        if not (isinstance(ticket, dict) and ticket.get("reserved") and ticket.get("host") == host):
+            return False
+        due = ticket.get("due")
+        if not isinstance(due, (int, float)) or due - time.time() < -_STALE:
+            return False
+        early = due - time.time()
+        request.meta[META_KEY] = {**ticket, "reserved": False}
+        self.stats.inc_value("ratelimit/redeemed")
+        if early > _ON_TIME:  # downloaded without the scheduler's help (engine.download)
+            await sleep(early)
+        return True
+
+    async def _acquire(self, request: Request, host: str) -> Request | None:
+        assert self.limiter is not None
+        limit = self.cfg.limit(host)
+        while True:
+            try:
+                grant = await self.limiter.reserve(host, limit)
+            except _ERRORS as exc:
+                delay = self._outage(exc)
+                if self.delays or not self._running():
+                    return delayed(request, delay, dont_filter=True)
+                await sleep(delay)
+                continue
+            self._note(host, grant)
+            request.meta[META_KEY] = {"host": host, "taken": grant.now, "reserved": False,
+                                      "lowered": grant.rate < grant.configured}
+            if grant.reserved:
+                return await self._wait(request, grant.wait)
+            self.stats.inc_value("ratelimit/deferred")  # past RATELIMIT_MAX_WAIT
+            if self.delays:
+                return delayed(request, grant.wait - self.cfg.max_wait, dont_filter=True)
+            await sleep(grant.wait - self.cfg.max_wait)
+
+    async def _wait(self, request: Request, wait: float) -> Request | None:
+        self.stats.inc_value("ratelimit/granted")
+        if wait <= _ON_TIME:
+            return None
+        self.stats.inc_value("ratelimit/waits")
+        self.stats.set_value("ratelimit/wait_seconds",
+                             self.stats.get_value("ratelimit/wait_seconds", 0.0) + wait)
+        if not self.delays:
+            await sleep(wait)
+            return None
+        copy = delayed(request, wait, dont_filter=True)
+        copy.meta[META_KEY] = {**copy.meta[META_KEY], "reserved": True,
+                               "due": copy.meta[NOT_BEFORE_KEY]}
+        return copy
+
+    def _note(self, host: str, grant: Grant) -> None:
+        if self._failures:
+            logger.info("Rate limit: Redis is back after %d failed calls", self._failures)
+            self._failures = 0
+        if grant.bad_override:
+            self.stats.inc_value("ratelimit/bad_overrides")
+            if host not in self._warned:
+                self._warned.add(host)
+                logger.warning("Rate limit: the live override of %s in %s is not JSON "
+                               "{\"rate\": >0, \"burst\": >=1}: ignoring what is wrong in it",
+                               host, getattr(self.limiter, "overrides_key", "Redis"))
+
+    def _outage(self, exc: BaseException) -> float:
+        self.stats.inc_value("ratelimit/redis_errors")
+        delay = min(self.cfg.backoff * 2 ** min(self._failures, 32), self.cfg.backoff_max)
+        self._failures += 1
+        logger.warning("Rate limit: Redis call failed (%s): trying again in %.1fs",
+                       exc, delay)
+        return delay
+
+    def _running(self) -> bool:
+        try:
+            return bool(self.crawler.engine.running)
+        except RuntimeError:  # no engine (yet): nothing is stopping
+            return True
+
+    # -- responses ----------------------------------------------------------
+    async def process_response(self, request: Request, response: Response) -> Response:
+        ticket = request.meta.get(META_KEY)
+        if self.cfg.adaptive is None or self.limiter is None or not isinstance(ticket, dict):
+            return response
+        if response.status in self.cfg.decrease_on:
+            self.stats.inc_value("ratelimit/slowdowns")
+            await self._adapt(ticket, response.status)
+        elif 200 <= response.status < 400 and ticket.get("lowered"):
+            await self._adapt(ticket, None)
+        return response
+
+    async def _adapt(self, ticket: dict[str, Any], status: int | None) -> None:
+        """Lower the host's rate after *status*, or count a success (*status* None)."""
+        assert self.limiter is not None
+        host, taken = ticket.get("host"), ticket.get("taken")
+        if not isinstance(host, str) or not isinstance(taken, (int, float)):
+            return
+        limit = self.cfg.limit(host)
+        try:
+            if status is not None:
+                changed, rate = await self.limiter.decrease(host, limit, taken)
+            else:
+                changed, rate = await self.limiter.recover(host, limit)
+        except _ERRORS as exc:  # a lost signal costs nothing but precision
+            self.stats.inc_value("ratelimit/redis_errors")
+            logger.warning("Rate limit: could not record a response of %s: %s", host, exc)
+            return
+        if changed and status is not None:
+            self.stats.inc_value("ratelimit/rate_decreased")
+            logger.info("Rate limit: %s answered %d: its rate is now %.3g/s", host, status, rate)
+        elif changed:
+            self.stats.inc_value("ratelimit/rate_recovered")
+            logger.debug("Rate limit: %s recovers: its rate is now %.3g/s", host, rate)

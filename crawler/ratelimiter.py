@@ -1,0 +1,212 @@
+"""Where the rate limiter keeps its buckets, and its settings (``RATELIMIT_*``).
+
+:class:`RedisLimiter` shares every host's bucket with the whole cluster in Redis, one
+``EVALSHA`` of :data:`crawler.tokenbucket.LUA_RESERVE` per request; :class:`LocalLimiter`
+keeps them in this process's memory (single-node mode). :func:`read_config` reads and
+validates every setting.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from crawler import config
+from crawler.config import SettingError
+from crawler.tokenbucket import (
+    LUA_DECREASE,
+    LUA_RECOVER,
+    LUA_RESERVE,
+    Adaptive,
+    Limit,
+    LocalBuckets,
+)
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+    from scrapy.settings import BaseSettings
+
+@dataclass(frozen=True)
+class RateLimitConfig:
+    default: Limit
+    domains: dict[str, Limit]
+    max_wait: float
+    adaptive: Adaptive | None
+    decrease_on: frozenset[int]
+    state_ttl: float
+    backoff: float
+    backoff_max: float
+    redis_url: str
+    redis_params: dict[str, Any]
+    connect_timeout: float
+    crawl_id: str
+
+    def limit(self, host: str) -> Limit:
+        return self.domains.get(host, self.default)
+
+
+def _number(name: str, value: Any, *, low: float, above: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < low or (above and value == low):
+        raise SettingError(name, f"expected a finite number {'>' if above else '>='} {low}, "
+                                 f"got {value!r}")
+    return float(value)
+
+
+def _setting(settings: BaseSettings, name: str, *, low: float, above: bool = False) -> float:
+    return _number(name, config.get_float(settings, name), low=low, above=above)
+
+
+def _domains(settings: BaseSettings, default: Limit) -> dict[str, Limit]:
+    domains: dict[str, Limit] = {}
+    for host, spec in config.get_dict(settings, "RATELIMIT_DOMAINS").items():
+        if not isinstance(spec, dict) or not spec or not set(spec) <= {"rate", "burst"}:
+            raise SettingError("RATELIMIT_DOMAINS", f"{host!r}: expected a dict with 'rate' "
+                                                    f"and/or 'burst', got {spec!r}")
+        rate = _number(f"RATELIMIT_DOMAINS[{host!r}]['rate']",
+                       spec.get("rate", default.rate), low=0, above=True)
+        burst = _number(f"RATELIMIT_DOMAINS[{host!r}]['burst']",
+                        spec.get("burst", default.burst), low=1)
+        domains[normal_host(str(host))] = Limit(rate, burst)
+    return domains
+
+
+def _statuses(settings: BaseSettings) -> frozenset[int]:
+    value = config.raw(settings, "RATELIMIT_DECREASE_ON")
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        codes = frozenset(int(str(code).strip()) for code in items if str(code).strip())
+    except (TypeError, ValueError):
+        codes = frozenset({0})
+    if any(not 100 <= code <= 599 for code in codes):
+        raise SettingError("RATELIMIT_DECREASE_ON", f"expected HTTP statuses, got {value!r}")
+    return codes
+
+
+def _fraction(settings: BaseSettings, name: str) -> float:
+    value = _setting(settings, name, low=0, above=True)
+    if value > 1:
+        raise SettingError(name, f"expected a number > 0 and <= 1, got {value}")
+    return value
+
+
+def _adaptive(s: BaseSettings) -> Adaptive | None:
+    rule = Adaptive(
+        factor=_fraction(s, "RATELIMIT_DECREASE_FACTOR"),
+        min_rate=_setting(s, "RATELIMIT_MIN_RATE", low=0, above=True),
+        recover_after=config.get_int(s, "RATELIMIT_RECOVER_AFTER", minimum=1),
+        step=_fraction(s, "RATELIMIT_RECOVER_STEP"),
+    )
+    return rule if config.get_bool(s, "RATELIMIT_ADAPTIVE") else None
+
+
+def read_config(s: BaseSettings, spider_name: str) -> RateLimitConfig:
+    """Every ``RATELIMIT_*`` setting, validated (:class:`SettingError` names a bad one)."""
+    default = Limit(_setting(s, "RATELIMIT_RATE", low=0, above=True),
+                    _setting(s, "RATELIMIT_BURST", low=1))
+    backoff = _setting(s, "RATELIMIT_RETRY_BACKOFF", low=0, above=True)
+    backoff_max = max(backoff, _setting(s, "RATELIMIT_RETRY_BACKOFF_MAX", low=0))
+    return RateLimitConfig(
+        default=default, domains=_domains(s, default),
+        max_wait=_setting(s, "RATELIMIT_MAX_WAIT", low=0, above=True),
+        adaptive=_adaptive(s), decrease_on=_statuses(s),
+        state_ttl=_setting(s, "RATELIMIT_STATE_TTL", low=0),
+        backoff=backoff, backoff_max=backoff_max,
+        redis_url=config.get_str(s, "REDIS_URL"), redis_params=config.get_dict(s, "REDIS_PARAMS"),
+        connect_timeout=_setting(s, "CONNECT_TIMEOUT", low=0, above=True),
+        crawl_id=config.crawl_id(s, spider_name),
+    )
+
+
+def normal_host(host: str) -> str:
+    return host.strip().lower().rstrip(".")
+
+
+class Grant(NamedTuple):
+    reserved: bool  # False: the slot is past RATELIMIT_MAX_WAIT and was not taken
+    wait: float  # seconds until the slot
+    rate: float  # the host's effective rate (tokens/s)
+    configured: float  # its configured rate (settings or live override)
+    now: float  # the limiter's clock when the token was taken
+    bad_override: bool = False
+
+
+class Limiter(Protocol):
+    async def reserve(self, host: str, limit: Limit) -> Grant: ...
+    async def decrease(self, host: str, limit: Limit, taken_at: float) -> tuple[bool, float]: ...
+    async def recover(self, host: str, limit: Limit) -> tuple[bool, float]: ...
+    async def close(self) -> None: ...
+
+
+class RedisLimiter:
+    """Buckets of every worker in Redis: ``{<CRAWL_ID>}:ratelimit:<host>`` hashes, and the
+    live overrides in the hash ``{<CRAWL_ID>}:ratelimit:overrides`` (host -> JSON)."""
+
+    def __init__(self, client: aioredis.Redis, crawl_id: str, cfg: RateLimitConfig) -> None:
+        self.client, self.cfg = client, cfg
+        self.prefix = f"{{{crawl_id}}}:ratelimit:"
+        self.overrides_key = self.prefix + "overrides"
+        self._reserve = client.register_script(LUA_RESERVE)
+        self._decrease = client.register_script(LUA_DECREASE)
+        self._recover = client.register_script(LUA_RECOVER)
+
+    def key(self, host: str) -> str:
+        # "overrides." is the same host as "overrides" and cannot clash with the hash
+        return self.prefix + (host + "." if host == "overrides" else host)
+
+    async def _run(self, script: Any, host: str, limit: Limit, *extra: object) -> Any:
+        args = ["", host, repr(limit.rate), repr(limit.burst), repr(self.cfg.state_ttl), *extra]
+        return await script(keys=[self.key(host), self.overrides_key], args=args)
+
+    async def reserve(self, host: str, limit: Limit) -> Grant:
+        ok, wait, rate, configured, now, bad = await self._run(
+            self._reserve, host, limit, repr(self.cfg.max_wait))
+        return Grant(bool(ok), float(wait), float(rate), float(configured), float(now),
+                     bool(bad))
+
+    async def decrease(self, host: str, limit: Limit, taken_at: float) -> tuple[bool, float]:
+        assert self.cfg.adaptive is not None
+        rule = self.cfg.adaptive
+        changed, rate = await self._run(self._decrease, host, limit, repr(rule.factor),
+                                        repr(rule.min_rate), repr(taken_at))
+        return bool(changed), float(rate)
+
+    async def recover(self, host: str, limit: Limit) -> tuple[bool, float]:
+        assert self.cfg.adaptive is not None
+        rule = self.cfg.adaptive
+        changed, rate = await self._run(self._recover, host, limit, rule.recover_after,
+                                        repr(rule.step))
+        return bool(changed), float(rate)
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+class LocalLimiter:
+    """Buckets in this process's memory (single-node mode): no live overrides."""
+
+    def __init__(self, cfg: RateLimitConfig) -> None:
+        self.cfg = cfg
+        self.buckets = LocalBuckets()
+
+    async def reserve(self, host: str, limit: Limit) -> Grant:
+        now = time.time()
+        rate = self.buckets.rate(host, limit.rate)
+        grant = self.buckets.reserve(host, limit, now, self.cfg.max_wait)
+        return Grant(grant.reserved, grant.wait, rate, limit.rate, now)
+
+    async def decrease(self, host: str, limit: Limit, taken_at: float) -> tuple[bool, float]:
+        assert self.cfg.adaptive is not None
+        rate, changed = self.buckets.decrease(host, limit.rate, self.cfg.adaptive,
+                                              taken_at=taken_at, now=time.time())
+        return changed, rate
+
+    async def recover(self, host: str, limit: Limit) -> tuple[bool, float]:
+        assert self.cfg.adaptive is not None
+        rate, changed = self.buckets.recover(host, limit.rate, self.cfg.adaptive)
+        return changed, rate
+
+    async def close(self) -> None:
+        return None
