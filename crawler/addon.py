@@ -56,12 +56,46 @@ class DistributedAddon:
             "crawler.pipelines.clean.CleanPipeline": 200,
             "crawler.pipelines.mongo.MongoPipeline": 900,
         })
+        self._downloader(settings)
         logger.info(
             "Distributed mode: Kafka %s, Redis %s, MongoDB %s",
             config.get_str(settings, "KAFKA_BOOTSTRAP_SERVERS"),
             config.mask_url(config.get_str(settings, "REDIS_URL")),
             config.mask_url(config.get_str(settings, "MONGO_URI")),
         )
+
+    @staticmethod
+    def _downloader(settings: BaseSettings) -> None:
+        """Politeness and resilience: on by default, each with its own switch.
+
+        A switch set in the project or on the command line wins (add-on settings
+        have a lower priority). The rate limiter is switched on once a rate is
+        configured (``RATELIMIT_RATE`` or ``RATELIMIT_DOMAINS``); the proxy pool and
+        user-agent rotation once they have something to rotate.
+        """
+        settings.set("RETRY_BACKOFF_ENABLED", True, PRIORITY)
+        has_rates = any(settings.getpriority(name) is not None
+                        for name in ("RATELIMIT_RATE", "RATELIMIT_DOMAINS"))
+        settings.set("RATELIMIT_ENABLED", has_rates, PRIORITY)
+        has_proxies = bool(config.get_list(settings, "ROTATING_PROXY_LIST")
+                           or config.get_str(settings, "ROTATING_PROXY_LIST_PATH"))
+        settings.set("PROXY_ENABLED", has_proxies, PRIORITY)
+        settings.set("USERAGENT_ROTATION_ENABLED",
+                     bool(config.get_list(settings, "USERAGENT_LIST")), PRIORITY)
+        middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
+        wanted = {
+            "RETRY_BACKOFF_ENABLED": ("crawler.middlewares.retry.BackoffRetryMiddleware", 550),
+            "RATELIMIT_ENABLED": ("crawler.middlewares.ratelimit.RateLimitMiddleware", 560),
+            "PROXY_ENABLED": ("crawler.middlewares.proxies.ProxyPoolMiddleware", 610),
+            "USERAGENT_ROTATION_ENABLED": (
+                "crawler.middlewares.useragent.UserAgentRotationMiddleware", 500),
+        }
+        for switch, (path, order) in wanted.items():
+            if config.get_bool(settings, switch):
+                middlewares.setdefault(path, order)
+        if config.get_bool(settings, "RETRY_BACKOFF_ENABLED"):
+            middlewares["scrapy.downloadermiddlewares.retry.RetryMiddleware"] = None
+        settings.set("DOWNLOADER_MIDDLEWARES", middlewares, PRIORITY)
 
     @staticmethod
     def _pipelines(settings: BaseSettings, wanted: dict[str, int]) -> None:
