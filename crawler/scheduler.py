@@ -281,6 +281,7 @@ class KafkaScheduler(BaseScheduler):
         self._expire_stuck()
         snap = self.consumer.snapshot
         info = {"leases": self.leases.in_engine, "buffered": len(self.buffer),
+                "delayed": self.buffer.delayed,
                 "acked": self.stats.get_value("frontier/acked", 0), "pid": os.getpid()}
         return LocalState(self.local_idle(), snap["assigned"], snap["lag"], info)
 

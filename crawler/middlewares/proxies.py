@@ -1,0 +1,318 @@
+"""Rotate requests over a scored proxy pool whose health every worker shares.
+
+Runs before Scrapy's ``HttpProxyMiddleware`` (750), which turns the chosen proxy's
+credentials into a ``Proxy-Authorization`` header: ``DOWNLOADER_MIDDLEWARES =
+{"crawler.middlewares.proxies.ProxyPoolMiddleware": 610}`` and ``PROXY_ENABLED =
+True``. Each request gets a proxy picked by score and that proxy's download slot; a
+banned request comes back at once as a copy for another proxy, under its frontier
+lease. See ``docs/proxies.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Self
+
+from scrapy import signals
+from scrapy.exceptions import CloseSpider, IgnoreRequest, NotConfigured
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import build_from_crawler, load_object
+
+from crawler import config
+from crawler.config import SettingError, mask_url
+from crawler.connection import ServiceUnavailable
+from crawler.delay import delayed, scheduler_delays, sleep
+from crawler.proxypool import BanPolicy, Outcome, Proxy, State
+from crawler.proxystore import ProxyStore, seed_proxies
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+ID_KEY = "proxy_pool_id"  # credential-free id of the proxy of this attempt ("" = direct)
+TRIES_KEY = "proxy_pool_ban_retries"
+AVOID_KEY = "proxy_pool_avoid"  # ids that banned this request
+_START_KEY = "proxy_pool_start"
+_OWN_SLOT = "proxy_pool_own_slot"
+_AUTH = b"Proxy-Authorization"
+_HTTPPROXY = "scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware"
+_ATTEMPT_META = ("proxy", "_auth_proxy", "download_slot", "download_latency", _START_KEY)
+WHEN_NONE = ("wait", "direct", "fail")
+ALERT_EVERY = 30.0  # seconds between two "no usable proxy" warnings
+
+
+class ProxyPoolMiddleware:
+    """Pick a proxy per request, judge what comes back, share the verdict."""
+
+    def __init__(self, *, crawler: Crawler, store: ProxyStore, ban_policy: BanPolicy,
+                 seeds: list[Proxy], when_none: str, ban_retries: int, refresh_interval: float,
+                 wait_max: float, delay_in_scheduler: bool) -> None:
+        self.stats = crawler.stats
+        self.store, self.pool, self.ban_policy = store, store.pool, ban_policy
+        self.seeds, self.when_none, self.ban_retries = seeds, when_none, ban_retries
+        self.refresh_interval, self.wait_max = refresh_interval, wait_max
+        self.delay_in_scheduler = delay_in_scheduler
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._kick_again = False
+        self._kicking: asyncio.Task[None] | None = None
+        self._alerted = self._sync_warned = float("-inf")
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        s = crawler.settings
+        if not config.get_bool(s, "PROXY_ENABLED"):
+            raise NotConfigured("ProxyPoolMiddleware needs PROXY_ENABLED=True")
+        _check_httpproxy(s, f"{cls.__module__}.{cls.__qualname__}")
+        middleware = cls(
+            crawler=crawler,
+            store=build_from_crawler(_class(s, "PROXY_STORE", _default_store(s)), crawler),
+            ban_policy=build_from_crawler(_class(s, "PROXY_BAN_POLICY"), crawler),
+            seeds=seed_proxies(s),
+            when_none=config.get_choice(s, "PROXY_WHEN_NONE", WHEN_NONE),
+            ban_retries=config.get_int(s, "PROXY_BAN_RETRIES", minimum=0),
+            refresh_interval=config.get_float(s, "PROXY_REFRESH_INTERVAL", minimum=0,
+                                              exclusive_min=True),
+            wait_max=config.get_float(s, "PROXY_WAIT_MAX", minimum=0, exclusive_min=True),
+            delay_in_scheduler=scheduler_delays(crawler),
+        )
+        crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
+        return middleware
+
+    # -- lifecycle ----------------------------------------------------------
+    async def spider_opened(self) -> None:
+        try:
+            await self.store.open(self.seeds)
+        except ServiceUnavailable as exc:
+            logger.error("Cannot start the proxy pool: %s", exc)
+            raise CloseSpider("proxy_pool_unavailable") from exc
+        self._changed()
+        if not self.pool.proxies:
+            logger.warning("Proxy pool is empty: add proxies (ROTATING_PROXY_LIST, or SADD "
+                           "to the shared set); until then PROXY_WHEN_NONE=%s applies",
+                           self.when_none)
+        logger.info("Proxy pool: %d proxies (%s), store %s, refresh every %.1fs",
+                    len(self.pool.proxies), ", ".join(sorted(self.pool.proxies)) or "none",
+                    type(self.store).__name__, self.refresh_interval)
+        self._spawn(self._refresh_loop())
+
+    async def spider_closed(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.store.close()
+        self._changed()
+        self._gauges()
+
+    # -- requests -----------------------------------------------------------
+    async def process_request(self, request: Request) -> Request | None:
+        if "proxy" in request.meta and ID_KEY not in request.meta:
+            return None  # a proxy (or None: no proxy) chosen by the spider
+        proxy = self.pool.pick(request.meta.get(AVOID_KEY, ()))
+        while proxy is None:
+            self._alert()
+            if self.when_none == "direct":
+                self._assign(request, None)
+                return None
+            if self.when_none == "fail":
+                self._fail(request)
+            wait = self._wait_time()
+            if self.delay_in_scheduler:  # the frontier holds it, under its lease
+                return delayed(request, wait, dont_filter=True)
+            await sleep(wait)
+            self._changed()
+            proxy = self.pool.pick(request.meta.get(AVOID_KEY, ()))
+        self._assign(request, proxy)
+        return None
+
+    async def process_response(self, request: Request, response: Response) -> Request | Response:
+        proxy_id = request.meta.get(ID_KEY)
+        if not proxy_id or "cached" in response.flags:
+            return response
+        request.headers.pop(_AUTH, None)  # the request object may live on (leases, items)
+        outcome = self.ban_policy.judge_response(request, response)
+        self._record(proxy_id, outcome, _latency(request), f"status {response.status}")
+        if outcome is Outcome.BAN:
+            return self._ban_retry(request, proxy_id) or response
+        return response
+
+    async def process_exception(self, request: Request, exception: Exception) -> Request | None:
+        proxy_id = request.meta.get(ID_KEY)
+        if not proxy_id:
+            return None
+        request.headers.pop(_AUTH, None)
+        outcome = self.ban_policy.judge_exception(request, exception)
+        if outcome is None:
+            return None
+        self._record(proxy_id, outcome, None, type(exception).__name__)
+        return self._ban_retry(request, proxy_id) if outcome is Outcome.BAN else None
+
+    # -- helpers ------------------------------------------------------------
+    def _assign(self, request: Request, proxy: Proxy | None) -> None:
+        meta = request.meta
+        if not str(meta.get("download_slot", "proxy:")).startswith("proxy:"):
+            meta[_OWN_SLOT] = meta["download_slot"]  # the spider's own slot, for direct sends
+        for key in _ATTEMPT_META:  # a previous attempt's proxy, slot and credentials
+            meta.pop(key, None)
+        request.headers.pop(_AUTH, None)
+        if proxy is None:
+            meta["proxy"], meta[ID_KEY] = None, ""
+            if _OWN_SLOT in meta:
+                meta["download_slot"] = meta[_OWN_SLOT]
+            self.stats.inc_value("proxy/direct")
+            return
+        meta["proxy"], meta[ID_KEY] = proxy.url, proxy.id
+        meta["download_slot"] = f"proxy:{proxy.id}"
+        meta[_START_KEY] = time.monotonic()
+        self.stats.inc_value("proxy/requests")
+        self.stats.inc_value(f"proxy/{proxy.id}/requests")
+
+    def _record(self, proxy_id: str, outcome: Outcome, latency: float | None,
+                reason: str) -> None:
+        self.store.observe(proxy_id, outcome, latency)
+        if outcome is not Outcome.SUCCESS:
+            kind = "bans" if outcome is Outcome.BAN else "failures"
+            self.stats.inc_value(f"proxy/{kind}")
+            self.stats.inc_value(f"proxy/{proxy_id}/{kind}")
+            logger.debug("Proxy %s: %s (%s)", proxy_id, outcome.value, reason)
+        self._changed()
+        if outcome is Outcome.BAN and self.store.shared:
+            self._kick()
+
+    def _ban_retry(self, request: Request, proxy_id: str) -> Request | None:
+        """A fresh copy of *request* for another proxy, or None once out of ban retries."""
+        tries = int(request.meta.get(TRIES_KEY, 0))
+        if request.meta.get("dont_retry") or tries >= self.ban_retries:
+            self.stats.inc_value("proxy/ban_retries_exhausted")
+            return None
+        meta = {k: v for k, v in request.meta.items() if k not in _ATTEMPT_META}
+        meta[TRIES_KEY] = tries + 1
+        meta[AVOID_KEY] = [*request.meta.get(AVOID_KEY, ()), proxy_id]
+        retry = request.replace(meta=meta, dont_filter=True)
+        retry.headers.pop(_AUTH, None)
+        self.stats.inc_value("proxy/ban_retries")
+        logger.debug("Banned through proxy %s: re-issuing %s through another proxy (%d/%d)",
+                     proxy_id, mask_url(request.url), tries + 1, self.ban_retries)
+        return retry  # type: ignore[no-any-return]
+
+    def _fail(self, request: Request) -> None:
+        request.meta.pop(ID_KEY, None)
+        counts = self.pool.counts()
+        raise IgnoreRequest(
+            f"No usable proxy for {mask_url(request.url)} ({len(self.pool.proxies)} in the "
+            f"pool, {counts[State.DEAD]} dead) and PROXY_WHEN_NONE=fail")
+
+    def _wait_time(self) -> float:
+        revival = self.pool.next_revival()
+        if revival is None:  # nothing to wait for but a live edit of the pool
+            return min(self.refresh_interval, self.wait_max)
+        return min(max(revival - self.pool.clock(), 0.05), self.wait_max)
+
+    def _alert(self) -> None:
+        self.stats.inc_value("proxy/none_usable")
+        now = time.monotonic()
+        if now - self._alerted >= ALERT_EVERY:
+            self._alerted = now
+            revival = self.pool.next_revival()
+            back = "never" if revival is None else f"in {revival - self.pool.clock():.1f}s"
+            logger.warning("No usable proxy (%d in the pool, next back %s): PROXY_WHEN_NONE=%s",
+                           len(self.pool.proxies), back, self.when_none)
+
+    def _changed(self) -> None:
+        for proxy_id, before, state in self.pool.transitions():
+            if state is State.DEAD:
+                self.stats.inc_value("proxy/dead")
+                health = self.pool.get(proxy_id)
+                logger.warning("Proxy %s is dead for %.0fs (death %d in a row)", proxy_id,
+                               max(health.until - self.pool.clock(), 0), health.deaths)
+            elif before is State.DEAD:
+                self.stats.inc_value("proxy/revived")
+                logger.info("Proxy %s is back on %s", proxy_id, state.value)
+
+    def _gauges(self) -> None:
+        for state, count in self.pool.counts().items():
+            self.stats.set_value(f"proxy/pool/{state.value}", count)
+
+    # -- shared store -------------------------------------------------------
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_interval)
+            await self._sync()
+
+    async def _sync(self) -> None:
+        before = set(self.pool.proxies)
+        try:
+            await self.store.sync()
+        except Exception as exc:
+            if time.monotonic() - self._sync_warned >= ALERT_EVERY:
+                self._sync_warned = time.monotonic()
+                logger.warning("Proxy pool: cannot sync with the shared store (%s); "
+                               "using this worker's view", exc)
+            return
+        added, removed = set(self.pool.proxies) - before, before - set(self.pool.proxies)
+        if added or removed:
+            logger.info("Proxy pool edited: added %s; removed %s",
+                        ", ".join(sorted(added)) or "none", ", ".join(sorted(removed)) or "none")
+        self._changed()
+        self._gauges()
+
+    def _kick(self) -> None:
+        """Sync now (a ban was seen); coalesces with a sync already under way."""
+        self._kick_again = True
+        if self._kicking is None or self._kicking.done():
+            self._kicking = self._spawn(self._kick_run())
+
+    async def _kick_run(self) -> None:
+        while self._kick_again:
+            self._kick_again = False
+            await self._sync()
+
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+
+def _latency(request: Request) -> float | None:
+    latency = request.meta.get("download_latency")
+    if isinstance(latency, (int, float)):
+        return float(latency)
+    start = request.meta.get(_START_KEY)
+    return time.monotonic() - start if isinstance(start, float) else None
+
+
+def _class(settings: BaseSettings, name: str, fallback: str = "") -> Any:
+    path = config.get_str(settings, name) or fallback
+    try:
+        return load_object(path)
+    except (ImportError, AttributeError, ValueError, NameError) as exc:
+        raise SettingError(name, f"cannot load {path!r}: {exc}") from None
+
+
+def _default_store(settings: BaseSettings) -> str:
+    if config.get_str(settings, "REDIS_URL"):
+        return "crawler.proxystore.RedisProxyStore"
+    return "crawler.proxystore.ProxyStore"
+
+
+def _check_httpproxy(settings: BaseSettings, ours: str) -> None:
+    """Credentials reach the proxy only through HttpProxyMiddleware, which must run after us."""
+    if not settings.getbool("HTTPPROXY_ENABLED"):
+        raise SettingError("HTTPPROXY_ENABLED", "ProxyPoolMiddleware needs Scrapy's "
+                           "HttpProxyMiddleware (it sends the proxy credentials)")
+    names = [c if isinstance(c, str) else f"{c.__module__}.{c.__qualname__}"
+             for c in build_component_list(
+                 settings.get_component_priority_dict_with_base("DOWNLOADER_MIDDLEWARES"))]
+    if _HTTPPROXY not in names:
+        raise SettingError("DOWNLOADER_MIDDLEWARES", f"{_HTTPPROXY} is disabled; "
+                           "ProxyPoolMiddleware needs it after itself (750)")
+    if ours in names and names.index(ours) > names.index(_HTTPPROXY):
+        raise SettingError("DOWNLOADER_MIDDLEWARES", "ProxyPoolMiddleware must come before "
+                           "HttpProxyMiddleware (750): use an order below 750, e.g. 610")

@@ -1,0 +1,259 @@
+"""Where a proxy pool's members and health live: in the process, or shared in Redis.
+
+:class:`RedisProxyStore` keeps, per crawl (``{<CRAWL_ID>}`` is the cluster hash tag):
+
+* ``{<CRAWL_ID>}:proxies`` — a set of proxy addresses, the live membership that
+  operators edit with ``SADD`` / ``SREM``;
+* ``{<CRAWL_ID>}:proxy:seeded`` — the addresses the settings have ever added, so a
+  worker starting later does not bring back a proxy an operator removed;
+* ``{<CRAWL_ID>}:proxy:health`` — a hash: credential-free proxy id -> JSON
+  :class:`~crawler.proxypool.Health`.
+
+Each worker applies its observations to its local view at once and queues them. A
+sync (every ``PROXY_REFRESH_INTERVAL`` seconds, and at once after a ban) is one Lua
+call: it writes every record this worker changed, compare-and-set on the value the
+worker last read, and returns the members and all records. A record another worker
+changed meanwhile is re-computed from the fresh value and written again. So every
+observation of every worker is applied exactly once to the shared record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from redis.exceptions import RedisError
+
+from crawler import config, connection
+from crawler.config import SettingError
+from crawler.proxypool import Health, Outcome, PoolPolicy, Proxy, ProxyPool, apply, parse_proxy
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+MAX_PENDING = 10_000  # observations kept for the next sync while Redis is unreachable
+CAS_ATTEMPTS = 5
+
+_SEED = """
+local added = 0
+for i = 1, #ARGV do
+  if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
+    added = added + redis.call('SADD', KEYS[1], ARGV[i])
+  end
+end
+return added
+"""
+_SYNC = """
+local conflicts = {}
+for i = 1, #ARGV, 3 do
+  local old = redis.call('HGET', KEYS[2], ARGV[i]) or ''
+  if old == ARGV[i + 1] then
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 2])
+  else
+    table.insert(conflicts, ARGV[i])
+  end
+end
+return {conflicts, redis.call('SMEMBERS', KEYS[1]), redis.call('HGETALL', KEYS[2])}
+"""
+
+Observation = tuple[str, Outcome, float | None, float]  # id, outcome, latency, time
+
+
+def pool_policy(settings: BaseSettings) -> PoolPolicy:
+    base = config.get_float(settings, "PROXY_BACKOFF_BASE", minimum=0, exclusive_min=True)
+    return PoolPolicy(
+        alpha=config.get_float(settings, "PROXY_EWMA_ALPHA", minimum=0, maximum=1,
+                               exclusive_min=True),
+        latency_ref=config.get_float(settings, "PROXY_LATENCY_REF", minimum=0,
+                                     exclusive_min=True),
+        min_success=config.get_float(settings, "PROXY_MIN_SUCCESS", minimum=0, maximum=1),
+        backoff_base=base,
+        backoff_max=config.get_float(settings, "PROXY_BACKOFF_MAX", minimum=base),
+        probation_successes=config.get_int(settings, "PROXY_PROBATION_SUCCESSES", minimum=1),
+        reset_after=config.get_int(settings, "PROXY_BACKOFF_RESET", minimum=1),
+    )
+
+
+def seed_proxies(settings: BaseSettings) -> list[Proxy]:
+    """The proxies of ``ROTATING_PROXY_LIST`` and the file ``ROTATING_PROXY_LIST_PATH``."""
+    found = [("ROTATING_PROXY_LIST", a) for a in config.get_list(settings, "ROTATING_PROXY_LIST")]
+    path = config.get_str(settings, "ROTATING_PROXY_LIST_PATH")
+    if path:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise SettingError("ROTATING_PROXY_LIST_PATH", f"cannot read {path}: "
+                               f"{exc.strerror or exc}") from None
+        found += [("ROTATING_PROXY_LIST_PATH", line) for line in lines
+                  if line.strip() and not line.lstrip().startswith("#")]
+    proxies = []
+    for number, (setting, address) in enumerate(found, 1):
+        try:
+            proxies.append(parse_proxy(address))
+        except ValueError as exc:  # the address may hold a password: name its position only
+            raise SettingError(setting, f"entry {number}: {exc}") from None
+    return proxies
+
+
+def parse_members(addresses: Iterable[str]) -> tuple[list[Proxy], int]:
+    """The proxies among *addresses*, and how many were not proxy addresses."""
+    proxies, bad = [], 0
+    for address in addresses:
+        try:
+            proxies.append(parse_proxy(address))
+        except ValueError:
+            bad += 1
+    return proxies, bad
+
+
+class ProxyStore:
+    """Interface of a store; this base keeps everything in the process (one worker).
+
+    A store owns the worker's :class:`~crawler.proxypool.ProxyPool` view. The
+    middleware calls :meth:`open`, :meth:`observe` per outcome, :meth:`sync`
+    periodically and after bans, and :meth:`close`.
+    """
+
+    shared: ClassVar[bool] = False
+
+    def __init__(self, pool: ProxyPool) -> None:
+        self.pool = pool
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(ProxyPool(pool_policy(crawler.settings)))
+
+    async def open(self, seeds: Sequence[Proxy]) -> None:
+        self.pool.set_proxies(seeds)
+
+    def observe(self, proxy_id: str, outcome: Outcome, latency: float | None = None) -> Health:
+        return self.pool.observe(proxy_id, outcome, latency)
+
+    async def sync(self) -> None:
+        """Exchange observations with the shared state (nothing to do in the process)."""
+
+    async def close(self) -> None:
+        """Flush what is pending."""
+
+
+class RedisProxyStore(ProxyStore):
+    """Members and health shared by every worker of a crawl, in Redis."""
+
+    shared = True
+
+    def __init__(self, pool: ProxyPool, client: aioredis.Redis, crawl_id: str, *,
+                 redis_url: str = "") -> None:
+        super().__init__(pool)
+        self.client, self.redis_url = client, redis_url
+        self.members_key = f"{{{crawl_id}}}:proxies"
+        self.seeded_key = f"{{{crawl_id}}}:proxy:seeded"
+        self.health_key = f"{{{crawl_id}}}:proxy:health"
+        self._seed_script = client.register_script(_SEED)
+        self._sync_script = client.register_script(_SYNC)
+        self._pending: list[Observation] = []
+        self._raw: dict[str, str] = {}  # the records as last read
+        self._bad_members = 0
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        url = config.get_str(settings, "REDIS_URL")
+        if not url:
+            raise SettingError("REDIS_URL", "RedisProxyStore (PROXY_STORE) needs a Redis URL")
+        client = connection.redis_client(
+            url, config.get_dict(settings, "REDIS_PARAMS"),
+            connect_timeout=config.get_float(settings, "CONNECT_TIMEOUT", minimum=0))
+        assert crawler.spidercls is not None
+        crawl = config.crawl_id(settings, crawler.spidercls.name)
+        return cls(ProxyPool(pool_policy(settings)), client, crawl, redis_url=url)
+
+    async def open(self, seeds: Sequence[Proxy]) -> None:
+        await connection.check_redis(self.client, self.redis_url)
+        added = await self._seed_script(keys=[self.members_key, self.seeded_key],
+                                        args=[p.url for p in seeds])
+        if added:
+            logger.info("Added %d proxies of the settings to %s", added, self.members_key)
+        await self.sync()
+
+    def observe(self, proxy_id: str, outcome: Outcome, latency: float | None = None) -> Health:
+        now = self.pool.clock()
+        self._pending.append((proxy_id, outcome, latency, now))
+        del self._pending[:-MAX_PENDING]
+        return self.pool.observe(proxy_id, outcome, latency, at=now)
+
+    async def sync(self) -> None:
+        """Write this worker's observations, read everyone's; RedisError if unreachable."""
+        async with self._lock:
+            batch, self._pending = self._pending, []
+            try:
+                members = await self._exchange(batch)
+            except BaseException:
+                self._pending[:0] = batch
+                del self._pending[:-MAX_PENDING]
+                raise
+            self.pool.load({i: _health(raw) for i, raw in self._raw.items()})
+            self._set_members(members)
+            for proxy_id, outcome, latency, at in self._pending:  # made during the round trip
+                self.pool.observe(proxy_id, outcome, latency, at=at)
+
+    def _set_members(self, addresses: list[str]) -> None:
+        proxies, bad = parse_members(addresses)
+        if bad != self._bad_members:  # the addresses may hold passwords: count them only
+            self._bad_members = bad
+            logger.warning("%d members of %s are not proxy addresses and are ignored",
+                           bad, self.members_key)
+        self.pool.set_proxies(proxies)
+
+    async def close(self) -> None:
+        try:
+            await self.sync()
+        except (RedisError, OSError) as exc:
+            logger.warning("Could not write the last proxy observations to Redis: %s", exc)
+        finally:
+            await self.client.aclose()
+
+    async def _exchange(self, batch: list[Observation]) -> list[str]:
+        todo: dict[str, list[Observation]] = {}
+        for observation in batch:
+            todo.setdefault(observation[0], []).append(observation)
+        for _attempt in range(CAS_ATTEMPTS):
+            args = []
+            for proxy_id, observations in todo.items():
+                old = self._raw.get(proxy_id, "")
+                args += [proxy_id, old, self._updated(old, observations).to_json()]
+            conflicts, members, flat = await self._sync_script(
+                keys=[self.members_key, self.health_key], args=args)
+            self._raw = {_text(k): _text(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
+            todo = {i: todo[i] for i in map(_text, conflicts)}
+            if not todo:
+                break
+        if todo:  # lost every race: keep them for the next sync
+            self._pending[:0] = [o for observations in todo.values() for o in observations]
+        return [_text(m) for m in members]
+
+    def _updated(self, old: str, observations: list[Observation]) -> Health:
+        health = _health(old)
+        for _id, outcome, latency, at in observations:
+            health = apply(health, outcome, latency, at, self.pool.policy)
+        return health
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _health(raw: str) -> Health:
+    if not raw:
+        return Health()
+    try:
+        return Health.from_json(raw)
+    except (ValueError, KeyError, TypeError):
+        logger.warning("Unreadable proxy health record %r: starting afresh", raw[:200])
+        return Health()
