@@ -21,7 +21,8 @@ from pymongo.errors import OperationFailure, PyMongoError
 from crawler import config, defaults
 from crawler.config import mask_url
 from crawler.connection import mongo_client
-from crawler.pipelines.mongo import _database, _write_concern, is_transient, retry_delay
+from crawler.pipelines.mongo import database_name, write_concern_setting
+from crawler.pipelines.mongo_batch import is_transient, retry_delay
 
 if TYPE_CHECKING:
     from pymongo import AsyncMongoClient
@@ -90,9 +91,9 @@ class FailureStore:
         spider = crawler.spider if crawler.spider is not None else crawler.spidercls
         backoff = config.get_float(s, "MONGO_RETRY_BACKOFF", minimum=0, exclusive_min=True)
         return cls(
-            uri=uri, database=_database(s),
+            uri=uri, database=database_name(s),
             collection=config.crawl_id(s, spider.name) + COLLECTION_SUFFIX,
-            write_concern=_write_concern(s), journal=config.get_bool(s, "MONGO_JOURNAL"),
+            write_concern=write_concern_setting(s), journal=config.get_bool(s, "MONGO_JOURNAL"),
             retry_backoff=backoff,
             retry_backoff_max=config.get_float(s, "MONGO_RETRY_BACKOFF_MAX", minimum=backoff),
             connect_timeout=config.get_float(s, "CONNECT_TIMEOUT", minimum=0, exclusive_min=True),

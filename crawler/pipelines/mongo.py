@@ -99,12 +99,12 @@ class MongoPipeline:
             raise SettingError("MONGO_KEY_FIELDS", "expected at least one field name")
         backoff = config.get_float(s, "MONGO_RETRY_BACKOFF", minimum=0, exclusive_min=True)
         return cls(
-            uri=uri, database=_database(s), collection=config.crawl_id(s, spider.name),
+            uri=uri, database=database_name(s), collection=config.crawl_id(s, spider.name),
             fingerprinter=crawler.request_fingerprinter, stats=crawler.stats,
             batch_size=config.get_int(s, "MONGO_BATCH_SIZE", minimum=1),
             batch_timeout=config.get_float(s, "MONGO_BATCH_TIMEOUT", minimum=0,
                                            exclusive_min=True),
-            key_fields=key_fields, write_concern=_write_concern(s),
+            key_fields=key_fields, write_concern=write_concern_setting(s),
             journal=config.get_bool(s, "MONGO_JOURNAL"),
             indexes=config.get_list(s, "MONGO_INDEXES"), retry_backoff=backoff,
             retry_backoff_max=config.get_float(s, "MONGO_RETRY_BACKOFF_MAX", minimum=backoff),
@@ -179,14 +179,14 @@ class MongoPipeline:
         return RawBSONDocument(data)
 
 
-def _database(settings: BaseSettings) -> str:
+def database_name(settings: BaseSettings) -> str:
     name = config.get_str(settings, "MONGO_DATABASE")
     if not name or any(char in name for char in '/\\. "$\0') or len(name) > 63:
         raise SettingError("MONGO_DATABASE", f"{name!r} is not a valid MongoDB database name")
     return name
 
 
-def _write_concern(settings: BaseSettings) -> str | int:
+def write_concern_setting(settings: BaseSettings) -> str | int:
     value = config.raw(settings, "MONGO_WRITE_CONCERN")
     if isinstance(value, str) and value.strip().lower() == "majority":
         return "majority"
