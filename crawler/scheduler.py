@@ -55,6 +55,7 @@ class KafkaScheduler(BaseScheduler):
         self.barrier = self.leases.barrier
         self.buffer: RequestBuffer[Lease] = RequestBuffer()
         self._closing = False
+        self._started = time.time()
         self._tasks: set[asyncio.Task[Any]] = set()
 
     @classmethod
@@ -280,9 +281,13 @@ class KafkaScheduler(BaseScheduler):
     def _local_state(self) -> LocalState:
         self._expire_stuck()
         snap = self.consumer.snapshot
+        stat = self.stats.get_value
         info = {"leases": self.leases.in_engine, "buffered": len(self.buffer),
-                "delayed": self.buffer.delayed,
-                "acked": self.stats.get_value("frontier/acked", 0), "pid": os.getpid()}
+                "delayed": self.buffer.delayed, "acked": stat("frontier/acked", 0),
+                "pid": os.getpid(), "host": socket.gethostname(), "spider": self.spider.name,
+                "crawl_id": self.config.crawl_id, "started": self._started,
+                "pages": stat("response_received_count", 0),
+                "items": stat("item_scraped_count", 0), "metrics_port": stat("metrics/port")}
         return LocalState(self.local_idle(), snap["assigned"], snap["lag"], info)
 
     def _expire_stuck(self) -> None:
