@@ -20,8 +20,11 @@ from scrapy.utils.request import request_from_dict
 VERSION = 1
 #: meta keys that never leave the process (leases are local to a worker)
 LOCAL_META_KEYS = frozenset(
-    {"crawler_lease", "crawler_not_before", "download_slot", "_slot_proxy"}
+    {"crawler_lease", "crawler_not_before", "download_slot", "_slot_proxy", "_auth_proxy",
+     "download_latency", "proxy_pool_start"}
 )
+#: headers that may carry credentials of this worker's proxies: never sent to Kafka
+LOCAL_HEADERS = frozenset({b"proxy-authorization"})
 _SEED_KEYS = frozenset(
     {"url", "priority", "meta", "callback", "errback", "method", "headers", "body",
      "cookies", "cb_kwargs", "dont_filter", "flags", "encoding"}
@@ -52,10 +55,13 @@ def encode_request(request: Request, spider: Spider | None = None) -> bytes:
     except ValueError as exc:  # a callback that is not a spider method
         raise CodecError(str(exc)) from None
     data["meta"] = {k: v for k, v in data["meta"].items() if k not in LOCAL_META_KEYS}
+    if data["meta"].get("proxy_pool_id") is not None:  # the pool's pick, maybe with credentials
+        data["meta"].pop("proxy", None)
     data["body"] = _b64(data["body"])
     data["headers"] = {
         _b64(bytes(name)): [_b64(bytes(v)) for v in values]
         for name, values in data["headers"].items()
+        if bytes(name).lower() not in LOCAL_HEADERS
     }
     data["v"] = VERSION
     try:

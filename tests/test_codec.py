@@ -94,3 +94,16 @@ def test_seed_forms(spider):
 def test_bad_seeds(record):
     with pytest.raises(CodecError):
         decode_seed(record)
+
+
+def test_proxy_credentials_never_travel(spider):
+    request = Request(
+        "http://a.test/", headers={"Proxy-Authorization": "Basic c2VjcmV0"},
+        meta={"proxy": "http://user:secret@127.0.0.1:3128", "proxy_pool_id": "127.0.0.1:3128",
+              "_auth_proxy": "http://127.0.0.1:3128", "depth": 2},
+    )
+    record = encode_request(request, spider)
+    assert b"secret" not in record and b"c2VjcmV0" not in record
+    decoded = decode_request(record, spider)
+    assert decoded.meta == {"proxy_pool_id": "127.0.0.1:3128", "depth": 2}
+    assert b"Proxy-Authorization" not in decoded.headers
