@@ -1,0 +1,229 @@
+"""What ``scrapy cluster status`` shows: the state of one crawl, built and rendered.
+
+Pure: no I/O. :func:`parse_workers` reads the raw heartbeat hash
+``{<CRAWL_ID>}:workers``, :class:`RateTracker` turns successive heartbeats into
+pages acknowledged per second, :func:`build_status` makes the JSON-able status
+dict (what ``--json`` prints) and :func:`render_text` the text form.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from crawler.proxypool import Health
+
+ALERTS_PLACEHOLDER = "not configured"
+_COLUMNS = ("node", "host", "pid", "health", "beat", "lag", "parts", "leases", "buffered",
+            "delayed", "acked", "rate/s")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One read of a crawl's state in Redis."""
+
+    crawl_id: str
+    now: float  # time.time() of the read
+    workers: dict[str, dict[str, Any]]  # worker id -> heartbeat document
+    unreadable: list[str] = field(default_factory=list)  # entries that are not heartbeats
+    bloom: dict[str, Any] | None = None  # BloomInfo as a dict; None: no filter yet
+    proxies: dict[str, int] | None = None  # proxy_counts(); None: no proxy in this crawl
+    finished_at: float | None = None  # the crawl's finished mark, if set
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def parse_workers(raw: Mapping[Any, Any]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The heartbeat hash as {worker: document}, and the ids of unreadable entries."""
+    workers: dict[str, dict[str, Any]] = {}
+    unreadable: list[str] = []
+    for name, value in raw.items():
+        try:
+            doc = json.loads(value)
+            doc["ts"] = float(doc["ts"])
+            doc["info"] = dict(doc.get("info") or {})
+        except (ValueError, KeyError, TypeError):
+            unreadable.append(_text(name))
+            continue
+        workers[_text(name)] = doc
+    return workers, sorted(unreadable)
+
+
+def proxy_counts(members: int, health: Mapping[Any, Any]) -> dict[str, int] | None:
+    """Proxy members and health records by state; None if the crawl has no proxy at all."""
+    if not members and not health:
+        return None
+    counts = {"members": members, "alive": 0, "probation": 0, "dead": 0, "unreadable": 0}
+    for value in health.values():
+        try:
+            counts[Health.from_json(value).state.value] += 1
+        except (ValueError, KeyError, TypeError):
+            counts["unreadable"] += 1
+    return counts
+
+
+class RateTracker:
+    """Pages acknowledged per second per worker, from its last two distinct heartbeats."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[float, int]] = {}
+        self._prev: dict[str, tuple[float, int]] = {}
+
+    def update(self, workers: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
+        rates: dict[str, float | None] = {}
+        for worker, doc in workers.items():
+            sample = (float(doc["ts"]), int(doc["info"].get("acked") or 0))
+            last = self._last.get(worker)
+            if last is None or sample[0] > last[0]:
+                if last is not None:
+                    self._prev[worker] = last
+                self._last[worker] = last = sample
+            prev = self._prev.get(worker)
+            ok = prev is not None and last[0] > prev[0] and last[1] >= prev[1]
+            rates[worker] = (last[1] - prev[1]) / (last[0] - prev[0]) if ok and prev else None
+        return rates
+
+
+def health_of(doc: Mapping[str, Any], now: float, stale_after: float) -> str:
+    """``lost`` if the heartbeat is older than *stale_after*, else ``idle`` or ``ok``."""
+    if now - float(doc["ts"]) > stale_after:
+        return "lost"
+    return "idle" if doc.get("idle") else "ok"
+
+
+def _node(worker: str, doc: Mapping[str, Any], now: float, stale_after: float,
+          rate: float | None) -> dict[str, Any]:
+    info = doc["info"]
+    health = health_of(doc, now, stale_after)
+    assigned = list(doc.get("assigned") or [])
+    return {
+        "id": worker, "host": info.get("host"), "pid": info.get("pid"), "health": health,
+        "age": round(max(now - float(doc["ts"]), 0.0), 1), "lag": doc.get("lag"),
+        "partitions": len(assigned), "assigned": assigned,
+        "leases": info.get("leases"), "buffered": info.get("buffered"),
+        "delayed": info.get("delayed"), "acked": int(info.get("acked") or 0),
+        "pages": info.get("pages"), "items": info.get("items"),
+        "rate": None if health == "lost" or rate is None else round(rate, 1),
+    }
+
+
+def _sum(nodes: list[dict[str, Any]], key: str) -> int:
+    return sum(int(n[key] or 0) for n in nodes)
+
+
+def _totals(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    live = [n for n in nodes if n["health"] != "lost"]
+    rates = [n["rate"] for n in live if n["rate"] is not None]
+    return {
+        "nodes": len(nodes),
+        **{h: sum(n["health"] == h for n in nodes) for h in ("ok", "idle", "lost")},
+        "acked": _sum(nodes, "acked"),
+        "rate": round(sum(rates), 1) if rates else None,
+        "lag": _sum(live, "lag") if all(n["lag"] is not None for n in live) else None,
+        "partitions": _sum(live, "partitions"),
+        **{k: _sum(live, k) for k in ("leases", "buffered", "delayed")},
+    }
+
+
+def build_status(snapshot: Snapshot, rates: Mapping[str, float | None],
+                 stale_after: float) -> dict[str, Any]:
+    """The status of the crawl as a JSON-able dict."""
+    nodes = [_node(w, snapshot.workers[w], snapshot.now, stale_after, rates.get(w))
+             for w in sorted(snapshot.workers)]
+    return {
+        "crawl_id": snapshot.crawl_id, "time": snapshot.now, "stale_after": stale_after,
+        "nodes": nodes, "totals": _totals(nodes), "unreadable": snapshot.unreadable,
+        "lag": {"per_partition": None,  # the heartbeats carry each worker's summed lag only
+                "per_node": {n["id"]: n["lag"] for n in nodes if n["health"] != "lost"}},
+        "dedup": snapshot.bloom, "proxies": snapshot.proxies,
+        "finished_at": snapshot.finished_at,
+        "alerts": {"status": ALERTS_PLACEHOLDER, "active": []},
+    }
+
+
+def to_json(status: Mapping[str, Any]) -> str:
+    return json.dumps(status, indent=2, sort_keys=True)
+
+
+def _cell(value: Any, suffix: str = "") -> str:
+    return "-" if value is None else f"{value}{suffix}"
+
+
+def _row(node: Mapping[str, Any]) -> list[str]:
+    return [node["id"], _cell(node["host"]), _cell(node["pid"]), node["health"],
+            _cell(node["age"], "s"), _cell(node["lag"]), str(node["partitions"]),
+            _cell(node["leases"]), _cell(node["buffered"]), _cell(node["delayed"]),
+            str(node["acked"]), _cell(node["rate"])]
+
+
+def _total_row(totals: Mapping[str, Any]) -> list[str]:
+    return ["total", "", "", f"{totals['nodes']} nodes", "", _cell(totals["lag"]),
+            str(totals["partitions"]), str(totals["leases"]), str(totals["buffered"]),
+            str(totals["delayed"]), str(totals["acked"]), _cell(totals["rate"])]
+
+
+def table(rows: list[list[str]]) -> list[str]:
+    """Left-aligned text columns, numbers (from column 3 on, except health) right-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [c.ljust(w) if i in (0, 1, 3) else c.rjust(w)
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _dedup_line(bloom: Mapping[str, Any] | None) -> str:
+    if not bloom or not bloom.get("slices"):
+        return "no Bloom filter in Redis yet"
+    return (f"Bloom {bloom['key']}: {bloom['items']:,} of {bloom['capacity']:,} fingerprints, "
+            f"{bloom['fill']:.2%} full ({bloom['slices']} slice(s), newest "
+            f"{bloom['current_fill']:.2%} full), {bloom['memory_bytes'] / 2**20:.1f} MiB")
+
+
+def _proxy_line(proxies: Mapping[str, int] | None) -> str:
+    if proxies is None:
+        return "none in this crawl"
+    text = (f"{proxies['members']} members; health: {proxies['alive']} alive, "
+            f"{proxies['probation']} on probation, {proxies['dead']} dead")
+    return text + (f", {proxies['unreadable']} unreadable" if proxies["unreadable"] else "")
+
+
+def _summary(status: Mapping[str, Any]) -> list[str]:
+    totals = status["totals"]
+    rate = "rate n/a (needs two heartbeats)" if totals["rate"] is None \
+        else f"{totals['rate']} pages/s"
+    lag = _cell(totals["lag"], " records")
+    finished = status["finished_at"]
+    since = "not marked" if finished is None \
+        else f"marked drained {max(status['time'] - finished, 0):.0f}s ago"
+    return [
+        f"acked     {totals['acked']} pages (sum over the nodes listed), {rate}",
+        f"lag       {lag} in total over live nodes (per node above; "
+        "per-partition lag is not in the heartbeats)",
+        f"dedup     {_dedup_line(status['dedup'])}",
+        f"proxies   {_proxy_line(status['proxies'])}",
+        f"finished  {since}",
+        f"alerts    {status['alerts']['status']}",
+    ]
+
+
+def render_text(status: Mapping[str, Any]) -> str:
+    """The status as text: a header, one line per node, a total line and a summary."""
+    totals = status["totals"]
+    head = (f"crawl {status['crawl_id']}: {totals['nodes']} nodes: {totals['ok']} ok, "
+            f"{totals['idle']} idle, {totals['lost']} lost "
+            f"(lost = no heartbeat for {status['stale_after']:g}s)")
+    lines = [head, ""]
+    if status["nodes"]:
+        rows = [[c.upper() for c in _COLUMNS]] + [_row(n) for n in status["nodes"]]
+        lines += table([*rows, _total_row(totals)])
+    else:
+        lines.append("no workers found")
+    if status["unreadable"]:
+        lines.append(f"unreadable heartbeat entries: {', '.join(status['unreadable'])}")
+    return "\n".join([*lines, "", *_summary(status)])

@@ -1,0 +1,184 @@
+"""``scrapy cluster ACTION [CRAWL_ID]``: look at a running distributed crawl.
+
+``status [CRAWL_ID] [--json] [--watch]`` reads the crawl's state in Redis (worker
+heartbeats, Bloom filter metadata, proxy health, the finished mark) and shows it
+(:mod:`crawler.clusterview`). It only reads: nothing in Redis is changed.
+``pause``, ``resume`` and ``stop`` are not implemented yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from dataclasses import asdict
+from typing import Any, ClassVar
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
+from scrapy.settings import BaseSettings
+
+from crawler import clusterview, config, connection
+from crawler.clusterview import RateTracker, Snapshot
+from crawler.dupefilter import RedisBloom
+
+ACTIONS = ("status", "pause", "resume", "stop")
+NOT_YET = ("pause", "resume", "stop")
+CLEAR = "\033[H\033[2J"
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+    default_settings: ClassVar[dict[str, Any]] = {"LOG_LEVEL": "WARNING"}
+
+    def syntax(self) -> str:
+        return "status [CRAWL_ID] [--json] [--watch]"
+
+    def short_desc(self) -> str:
+        return "Show the state of a distributed crawl (nodes, progress, lag, dedup, proxies)"
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--json", dest="json", action="store_true",
+                            help="print the status as JSON")
+        parser.add_argument("--watch", dest="watch", action="store_true",
+                            help="refresh every second until Ctrl-C")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if not args or args[0] not in ACTIONS:
+            raise UsageError(f"name an action: {', '.join(ACTIONS)}")
+        if args[0] in NOT_YET:
+            print(f"scrapy cluster {args[0]}: not implemented yet "
+                  "(only 'status' is available)", file=sys.stderr)
+            self.exitcode = 2
+            return
+        if len(args) > 2:
+            raise UsageError("status takes at most one CRAWL_ID")
+        settings = self.settings
+        assert settings is not None
+        crawl = _crawl_id(settings, args[1] if len(args) > 1 else "")
+        url = config.get_str(settings, "REDIS_URL")
+        if not url:
+            _fail("REDIS_URL is not set (setting or environment): cannot read the crawl state")
+            self.exitcode = 1
+            return
+        try:
+            self.exitcode = asyncio.run(_status(settings, url, crawl, opts))
+        except KeyboardInterrupt:
+            self.exitcode = 0
+
+
+def _fail(message: str) -> None:
+    print(f"scrapy cluster: {message}", file=sys.stderr)
+
+
+def _crawl_id(settings: BaseSettings, given: str) -> str:
+    if given:
+        settings.set("CRAWL_ID", given, "cmdline")
+    if not config.get_str(settings, "CRAWL_ID"):
+        raise UsageError("name the crawl: scrapy cluster status CRAWL_ID, or set CRAWL_ID")
+    try:
+        return config.crawl_id(settings, "")
+    except config.SettingError as exc:
+        raise UsageError(str(exc)) from None
+
+
+class Reader:
+    """Reads one crawl's state from Redis, without changing anything."""
+
+    def __init__(self, client: aioredis.Redis, url: str, crawl: str, bloom: RedisBloom) -> None:
+        self.client, self.url, self.crawl, self.bloom = client, url, crawl, bloom
+        self.prefix = f"{{{crawl}}}"
+
+    async def read(self) -> Snapshot:
+        raw = await self.client.hgetall(f"{self.prefix}:workers")
+        now = time.time()
+        workers, unreadable = clusterview.parse_workers(raw)
+        info = await self.bloom.info()
+        members = await self.client.scard(f"{self.prefix}:proxies")
+        health = await self.client.hgetall(f"{self.prefix}:proxy:health")
+        finished = await self.client.get(f"{self.prefix}:finished")
+        return Snapshot(
+            crawl_id=self.crawl, now=now, workers=workers, unreadable=unreadable,
+            bloom=asdict(info) if info.slices else None,
+            proxies=clusterview.proxy_counts(int(members), health),
+            finished_at=float(finished) if finished is not None else None)
+
+
+def _bloom(client: aioredis.Redis, crawl: str, settings: BaseSettings) -> RedisBloom:
+    """A handle on the crawl's filter, for :meth:`RedisBloom.info` only (never opened)."""
+    return RedisBloom(
+        client, f"{{{crawl}}}:bloom",
+        capacity=config.get_int(settings, "BLOOM_CAPACITY", minimum=1),
+        error_rate=config.get_float(settings, "BLOOM_ERROR_RATE", minimum=0, exclusive_min=True),
+        growth=config.get_int(settings, "BLOOM_GROWTH", minimum=1))
+
+
+def stale_after(settings: BaseSettings) -> float:
+    """Seconds without a heartbeat after which a node is shown as lost."""
+    return max(3.0, 3 * config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1))
+
+
+async def _status(settings: BaseSettings, url: str, crawl: str, opts: argparse.Namespace) -> int:
+    timeout = config.get_float(settings, "CONNECT_TIMEOUT", minimum=0.1)
+    client = connection.redis_client(url, config.get_dict(settings, "REDIS_PARAMS"),
+                                     connect_timeout=timeout)
+    try:
+        await asyncio.wait_for(connection.check_redis(client, url), timeout + 1)
+    except (connection.ServiceUnavailable, TimeoutError) as exc:
+        _fail(str(exc) if isinstance(exc, connection.ServiceUnavailable) else
+              f"Cannot reach the service of REDIS_URL at {config.mask_url(url)}: timed out")
+        await client.aclose()
+        return 1
+    reader = Reader(client, url, crawl, _bloom(client, crawl, settings))
+    stale = stale_after(settings)
+    try:
+        if opts.watch:
+            return await _watch(reader, stale, as_json=opts.json)
+        return await _once(reader, stale, settings, as_json=opts.json)
+    finally:
+        await client.aclose()
+
+
+async def _once(reader: Reader, stale: float, settings: BaseSettings, *, as_json: bool) -> int:
+    """Two reads some time apart (so the rate has two heartbeats), then one report."""
+    rates = RateTracker()
+    first = await reader.read()
+    rates.update(first.workers)
+    if first.workers:
+        interval = config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1)
+        await asyncio.sleep(max(1.0, 1.5 * interval))
+        first = await reader.read()
+    status = clusterview.build_status(first, rates.update(first.workers), stale)
+    print(clusterview.to_json(status) if as_json else clusterview.render_text(status))
+    if not first.workers:
+        why = " (the crawl is marked finished)" if first.finished_at else ""
+        _fail(f"no workers found for crawl {reader.crawl!r}: the hash "
+              f"{reader.prefix}:workers is empty{why}; is the crawl running, is CRAWL_ID right?")
+        return 1
+    return 0
+
+
+async def _watch(reader: Reader, stale: float, *, as_json: bool) -> int:
+    """Refresh every second until Ctrl-C; JSON mode prints one line per refresh."""
+    rates = RateTracker()
+    while True:
+        try:
+            snapshot = await reader.read()
+            status = clusterview.build_status(snapshot, rates.update(snapshot.workers), stale)
+            text = clusterview.render_text(status)
+            line = json.dumps(status, sort_keys=True)
+        except (RedisError, OSError) as exc:
+            text = line = f"Redis unreachable at {config.mask_url(reader.url)}: {exc}"
+        if as_json:
+            print(line, flush=True)
+        else:
+            sys.stdout.write(f"{CLEAR}{text}\n\n(refreshing every second; Ctrl-C to quit)\n")
+            sys.stdout.flush()
+        await asyncio.sleep(1.0)
+

@@ -1,0 +1,76 @@
+"""``scrapy cluster status`` against two live workers crawling the demo site."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import redis
+
+from crawler.demo import running, worker_command
+
+
+def _heartbeats(url: str, crawl_id: str) -> dict[int, dict]:
+    with redis.Redis.from_url(url) as client:
+        raw = client.hgetall(f"{{{crawl_id}}}:workers")
+    docs = [json.loads(v) for v in raw.values()]
+    return {d["info"]["pid"]: d for d in docs}
+
+
+def _wait_for(url: str, crawl_id: str, pids: set[int], timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        beats = _heartbeats(url, crawl_id)
+        if set(beats) == pids and sum(b["info"]["acked"] for b in beats.values()) > 0:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"no heartbeats with acked pages from {pids}: {beats}")
+
+
+def _cluster(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "scrapy", "cluster", *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_status_shows_both_live_workers(stack, demo_site, crawl_id, tmp_path):
+    env = {**os.environ, **stack.env(), "CRAWL_ID": crawl_id,
+           "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
+    cmd = worker_command(demo_site + "/", {"CRAWL_IDLE_TIMEOUT": 30, "KAFKA_PARTITION_BY": "url"})
+    with running(2, cmd, env, tmp_path) as workers:
+        pids = {w.process.pid for w in workers}
+        _wait_for(env["REDIS_URL"], crawl_id, pids)
+        proc = _cluster(env, "status", crawl_id, "--json")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        status = json.loads(proc.stdout)
+        assert {n["pid"] for n in status["nodes"]} == pids
+        assert all(n["health"] in ("ok", "idle") for n in status["nodes"])
+        assert status["totals"]["acked"] > 0
+        assert status["dedup"]["items"] > 0
+        assert status["alerts"]["status"] == "not configured"
+        text = _cluster(env, "status")  # CRAWL_ID from the environment
+        assert text.returncode == 0, text.stderr[-2000:]
+        for node in status["nodes"]:
+            assert node["id"] in text.stdout
+        print(text.stdout)  # the sample in docs/cluster.md comes from here (pytest -s)
+
+
+def test_status_without_workers_and_unfinished_actions(stack, crawl_id):
+    env = {**os.environ, **stack.env(), "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
+    proc = _cluster(env, "status", crawl_id)
+    assert proc.returncode == 1
+    assert f"no workers found for crawl {crawl_id!r}" in proc.stderr
+    proc = _cluster(env, "pause", crawl_id)
+    assert proc.returncode == 2 and "not implemented yet" in proc.stderr
+
+
+def test_status_with_unreachable_redis(crawl_id):
+    env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "crawler.settings",
+           "REDIS_URL": "redis://:secret@127.0.0.1:1/0"}
+    started = time.monotonic()
+    proc = _cluster(env, "status", crawl_id)
+    assert proc.returncode == 1 and time.monotonic() - started < 15
+    assert "REDIS_URL" in proc.stderr and "redis://:***@127.0.0.1:1/0" in proc.stderr
+    assert "secret" not in proc.stderr
