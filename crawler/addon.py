@@ -57,6 +57,10 @@ class DistributedAddon:
             "crawler.pipelines.mongo.MongoPipeline": 900,
         })
         self._downloader(settings)
+        settings.set("METRICS_ENABLED", True, PRIORITY)
+        extensions = settings.getdict("EXTENSIONS")
+        extensions.setdefault("crawler.extensions.metrics.MetricsExporter", 500)
+        settings.set("EXTENSIONS", extensions, PRIORITY)
         logger.info(
             "Distributed mode: Kafka %s, Redis %s, MongoDB %s",
             config.get_str(settings, "KAFKA_BOOTSTRAP_SERVERS"),

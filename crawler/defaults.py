@@ -100,3 +100,8 @@ PROXY_PROBATION_SUCCESSES = 2  # successes that make a proxy on probation alive 
 PROXY_BACKOFF_RESET = 20  # consecutive successes that reset the pause to PROXY_BACKOFF_BASE
 USERAGENT_ROTATION_ENABLED = False  # True: UserAgentRotationMiddleware picks from USERAGENT_LIST
 USERAGENT_LIST: list[str] = []  # User-Agent strings to rotate over
+
+# --- metrics ---
+METRICS_ENABLED = False  # True: MetricsExporter serves Prometheus metrics
+METRICS_HOST = "127.0.0.1"  # address the metrics HTTP server listens on
+METRICS_PORT = 0  # 0: a free port, logged and stored in the stats as metrics/port
