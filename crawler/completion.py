@@ -34,6 +34,7 @@ class Completion:
     def __init__(
         self, state: CrawlState, worker: str, *, partitions: set[str], idle_timeout: float,
         interval: float, local: Callable[[], LocalState], close: Callable[[str], None],
+        control: Callable[[str | None], None] | None = None,
     ) -> None:
         self.state = state
         self.worker = worker
@@ -42,6 +43,7 @@ class Completion:
         self.interval = interval
         self._local = local
         self._close = close
+        self._control = control
         self.drained_since: float | None = None
         self.status = "starting"
         self.started = time.time()
@@ -56,6 +58,8 @@ class Completion:
             await asyncio.sleep(self.interval)
 
     async def beat(self) -> None:
+        if self._control is not None:
+            self._control(await self.state.control())
         local = self._local()
         await self.state.beat(self.worker, idle=local.idle, assigned=local.assigned,
                               lag=local.lag, info=local.info)

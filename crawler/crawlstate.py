@@ -62,6 +62,10 @@ return 0
 """
 
 
+CONTROLS = ("pause", "resume", "stop")
+STOP_TTL_MS = 30_000  # every live worker reads the control key once per heartbeat
+
+
 class CrawlState:
     """Heartbeats of the workers of one crawl, in a Redis hash."""
 
@@ -70,6 +74,7 @@ class CrawlState:
         self.key = f"{{{crawl_id}}}:workers"
         self.finished_key = f"{{{crawl_id}}}:finished"
         self.claim_prefix = f"{{{crawl_id}}}:seed:"
+        self.control_key = f"{{{crawl_id}}}:control"
         self._claim = client.register_script(_CLAIM)
         self.stale_after = stale_after
 
@@ -122,6 +127,21 @@ class CrawlState:
             except Exception as exc:  # Redis outage: the seed waits, its record unacknowledged
                 logger.warning("Cannot claim a seed yet, retrying: %s", exc)
                 await asyncio.sleep(1.0)
+
+    async def set_control(self, command: str) -> None:
+        """``pause``, ``resume`` or ``stop`` every worker of the crawl (``scrapy cluster``)."""
+        if command not in CONTROLS:
+            raise ValueError(f"unknown control {command!r}")
+        if command == "resume":
+            await self.client.delete(self.control_key)
+        elif command == "stop":  # expires, so that a later crawl of this CRAWL_ID can run
+            await self.client.set(self.control_key, command, px=STOP_TTL_MS)
+        else:
+            await self.client.set(self.control_key, command)
+
+    async def control(self) -> str | None:
+        value = await self.client.get(self.control_key)
+        return _text(value) if value is not None else None
 
     async def leave(self, worker: str) -> None:
         await self.client.hdel(self.key, worker)

@@ -56,6 +56,7 @@ class KafkaScheduler(BaseScheduler):
         self.buffer: RequestBuffer[Lease] = RequestBuffer()
         self._closing = False
         self._started = time.time()
+        self._paused_by_control = False
         self._tasks: set[asyncio.Task[Any]] = set()
 
     @classmethod
@@ -102,7 +103,7 @@ class KafkaScheduler(BaseScheduler):
         self.completion = Completion(
             self.state, self.worker, partitions=self.all_partitions,
             idle_timeout=cfg.idle_timeout, interval=cfg.heartbeat_interval,
-            local=self._local_state, close=self._close_finished)
+            local=self._local_state, close=self._close_finished, control=self._control)
         self._spawn(self.completion.run())
         logger.info("Kafka frontier open: crawl %s, worker %s, topics %s (%d partitions)",
                     cfg.crawl_id, self.worker, cfg.requests_topic, self._partitions[0])
@@ -299,14 +300,30 @@ class KafkaScheduler(BaseScheduler):
             self._send_op(self.config.requests_topic, lease.request)
             self.leases.finish(lease)
 
-    def _close_finished(self, why: str) -> None:
+    def _control(self, command: str | None) -> None:
+        """Apply ``scrapy cluster pause|resume|stop`` (read at every heartbeat)."""
+        engine = self.crawler.engine
+        assert engine is not None
+        if command == "stop":
+            self._close_finished("scrapy cluster stop", reason="stopped")
+        elif command == "pause" and not engine.paused:
+            logger.info("Paused by scrapy cluster pause")
+            engine.pause()
+        elif command is None and engine.paused and self._paused_by_control:
+            logger.info("Resumed by scrapy cluster resume")
+            engine.unpause()
+        self._paused_by_control = engine.paused if command == "pause" else False
+
+    def _close_finished(self, why: str, reason: str = "finished") -> None:
         if self._closing:
             return
         logger.info("Closing: %s", why)
         self._closing = True
         assert self.crawler.engine is not None
+        if self.crawler.engine.paused:
+            self.crawler.engine.unpause()
         self._closer = asyncio.ensure_future(
-            self.crawler.engine.close_spider_async(reason="finished"))
+            self.crawler.engine.close_spider_async(reason=reason))
 
 
 def _reactor_call() -> Any:

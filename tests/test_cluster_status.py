@@ -9,8 +9,10 @@ import sys
 import time
 
 import redis
+from helpers import wait_until
 
-from crawler.demo import running, worker_command
+from crawler import demo_site as site
+from crawler.demo import running, stored_pages, wait_all, worker_command, worker_logs
 
 
 def _heartbeats(url: str, crawl_id: str) -> dict[int, dict]:
@@ -57,13 +59,38 @@ def test_status_shows_both_live_workers(stack, demo_site, crawl_id, tmp_path):
         print(text.stdout)  # the sample in docs/cluster.md comes from here (pytest -s)
 
 
-def test_status_without_workers_and_unfinished_actions(stack, crawl_id):
+def test_status_without_workers(stack, crawl_id):
     env = {**os.environ, **stack.env(), "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
     proc = _cluster(env, "status", crawl_id)
     assert proc.returncode == 1
     assert f"no workers found for crawl {crawl_id!r}" in proc.stderr
-    proc = _cluster(env, "pause", crawl_id)
-    assert proc.returncode == 2 and "not implemented yet" in proc.stderr
+
+
+def test_pause_resume_and_stop_act_on_every_worker(stack, crawl_id, tmp_path):
+    env = {**os.environ, **stack.env(), "CRAWL_ID": crawl_id,
+           "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
+    site.generate(tmp_path / "site", 3000)
+    server = site.serve(tmp_path / "site")
+    stored = lambda: stored_pages(env["MONGO_URI"], "crawler", crawl_id)[0]  # noqa: E731
+    cmd = worker_command(server.base_url + "/", {
+        "CRAWL_IDLE_TIMEOUT": 30, "KAFKA_PARTITION_BY": "url", "CONCURRENT_REQUESTS": 2})
+    try:
+        with running(2, cmd, env, tmp_path / "logs") as workers:
+            wait_until(lambda: stored() >= 20, 90, "20 pages stored")
+            assert _cluster(env, "pause").returncode == 0
+            time.sleep(3)  # a heartbeat to read it, in-flight requests to finish
+            paused_at = stored()
+            time.sleep(4)
+            assert stored() == paused_at, "pages were still crawled while paused"
+            assert _cluster(env, "resume").returncode == 0
+            wait_until(lambda: stored() > paused_at + 10, 60, "progress after resume")
+            assert _cluster(env, "stop").returncode == 0
+            assert wait_all(workers, timeout=60) == [0, 0]
+            logs = worker_logs(workers)
+    finally:
+        server.close()
+    assert logs.count("'finish_reason': 'stopped'") == 2
+    assert stored() < 3000  # stopped before the end; the rest waits in Kafka
 
 
 def test_status_with_unreachable_redis(crawl_id):

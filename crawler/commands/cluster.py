@@ -3,7 +3,10 @@
 ``status [CRAWL_ID] [--json] [--watch]`` reads the crawl's state in Redis (worker
 heartbeats, Bloom filter metadata, proxy health, the finished mark) and shows it
 (:mod:`crawler.clusterview`). It only reads: nothing in Redis is changed.
-``pause``, ``resume`` and ``stop`` are not implemented yet.
+``pause``, ``resume`` and ``stop`` set the crawl's control key, which every worker
+reads at its next heartbeat: ``pause`` stops new downloads (in-flight ones finish),
+``resume`` undoes it, ``stop`` closes every worker with reason ``stopped``; what was
+not finished stays in Kafka for the next run of the same ``CRAWL_ID``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 import sys
 import time
 from dataclasses import asdict
+from functools import partial
 from typing import Any, ClassVar
 
 import redis.asyncio as aioredis
@@ -24,10 +28,10 @@ from scrapy.settings import BaseSettings
 
 from crawler import clusterview, config, connection
 from crawler.clusterview import RateTracker, Snapshot
+from crawler.crawlstate import CrawlState
 from crawler.dupefilter import RedisBloom
 
 ACTIONS = ("status", "pause", "resume", "stop")
-NOT_YET = ("pause", "resume", "stop")
 CLEAR = "\033[H\033[2J"
 
 
@@ -37,7 +41,7 @@ class Command(ScrapyCommand):
     default_settings: ClassVar[dict[str, Any]] = {"LOG_LEVEL": "WARNING"}
 
     def syntax(self) -> str:
-        return "status [CRAWL_ID] [--json] [--watch]"
+        return "status|pause|resume|stop [CRAWL_ID] [--json] [--watch]"
 
     def short_desc(self) -> str:
         return "Show the state of a distributed crawl (nodes, progress, lag, dedup, proxies)"
@@ -52,13 +56,8 @@ class Command(ScrapyCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args or args[0] not in ACTIONS:
             raise UsageError(f"name an action: {', '.join(ACTIONS)}")
-        if args[0] in NOT_YET:
-            print(f"scrapy cluster {args[0]}: not implemented yet "
-                  "(only 'status' is available)", file=sys.stderr)
-            self.exitcode = 2
-            return
         if len(args) > 2:
-            raise UsageError("status takes at most one CRAWL_ID")
+            raise UsageError(f"{args[0]} takes at most one CRAWL_ID")
         settings = self.settings
         assert settings is not None
         crawl = _crawl_id(settings, args[1] if len(args) > 1 else "")
@@ -67,8 +66,9 @@ class Command(ScrapyCommand):
             _fail("REDIS_URL is not set (setting or environment): cannot read the crawl state")
             self.exitcode = 1
             return
+        action = _status if args[0] == "status" else partial(_control, args[0])
         try:
-            self.exitcode = asyncio.run(_status(settings, url, crawl, opts))
+            self.exitcode = asyncio.run(action(settings, url, crawl, opts))
         except KeyboardInterrupt:
             self.exitcode = 0
 
@@ -124,7 +124,7 @@ def stale_after(settings: BaseSettings) -> float:
     return max(3.0, 3 * config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1))
 
 
-async def _status(settings: BaseSettings, url: str, crawl: str, opts: argparse.Namespace) -> int:
+async def _connect(settings: BaseSettings, url: str) -> aioredis.Redis | None:
     timeout = config.get_float(settings, "CONNECT_TIMEOUT", minimum=0.1)
     client = connection.redis_client(url, config.get_dict(settings, "REDIS_PARAMS"),
                                      connect_timeout=timeout)
@@ -134,6 +134,26 @@ async def _status(settings: BaseSettings, url: str, crawl: str, opts: argparse.N
         _fail(str(exc) if isinstance(exc, connection.ServiceUnavailable) else
               f"Cannot reach the service of REDIS_URL at {config.mask_url(url)}: timed out")
         await client.aclose()
+        return None
+    return client
+
+
+async def _control(command: str, settings: BaseSettings, url: str, crawl: str,
+                   opts: argparse.Namespace) -> int:
+    client = await _connect(settings, url)
+    if client is None:
+        return 1
+    try:
+        await CrawlState(client, crawl, stale_after=stale_after(settings)).set_control(command)
+    finally:
+        await client.aclose()
+    print(f"crawl {crawl}: {command} sent; every worker applies it at its next heartbeat")
+    return 0
+
+
+async def _status(settings: BaseSettings, url: str, crawl: str, opts: argparse.Namespace) -> int:
+    client = await _connect(settings, url)
+    if client is None:
         return 1
     reader = Reader(client, url, crawl, _bloom(client, crawl, settings))
     stale = stale_after(settings)
