@@ -7,6 +7,8 @@ heartbeats, Bloom filter metadata, proxy health, the finished mark) and shows it
 reads at its next heartbeat: ``pause`` stops new downloads (in-flight ones finish),
 ``resume`` undoes it, ``stop`` closes every worker with reason ``stopped``; what was
 not finished stays in Kafka for the next run of the same ``CRAWL_ID``.
+``dashboard [CRAWL_ID] [--port P]`` serves the status as a live web page and
+``/api/status`` on 127.0.0.1 (:mod:`crawler.dashboard`; ``--port 0``: a free port).
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
-from crawler import clusterview, config, connection
+from crawler import clusterview, config, connection, dashboard
 from crawler.clusterview import RateTracker, Snapshot
 from crawler.crawlstate import CrawlState
 from crawler.dupefilter import RedisBloom
 
-ACTIONS = ("status", "pause", "resume", "stop")
+ACTIONS = ("status", "pause", "resume", "stop", "dashboard")
 CLEAR = "\033[H\033[2J"
+DASHBOARD_PORT = 8765
 
 
 class Command(ScrapyCommand):
@@ -41,7 +44,7 @@ class Command(ScrapyCommand):
     default_settings: ClassVar[dict[str, Any]] = {"LOG_LEVEL": "WARNING"}
 
     def syntax(self) -> str:
-        return "status|pause|resume|stop [CRAWL_ID] [--json] [--watch]"
+        return "status|pause|resume|stop|dashboard [CRAWL_ID] [--json] [--watch] [--port P]"
 
     def short_desc(self) -> str:
         return "Show the state of a distributed crawl (nodes, progress, lag, dedup, proxies)"
@@ -52,6 +55,9 @@ class Command(ScrapyCommand):
                             help="print the status as JSON")
         parser.add_argument("--watch", dest="watch", action="store_true",
                             help="refresh every second until Ctrl-C")
+        parser.add_argument("--port", dest="port", type=int, default=DASHBOARD_PORT,
+                            help=f"dashboard: port on 127.0.0.1 (default {DASHBOARD_PORT}; "
+                                 "0: a free port)")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args or args[0] not in ACTIONS:
@@ -66,7 +72,8 @@ class Command(ScrapyCommand):
             _fail("REDIS_URL is not set (setting or environment): cannot read the crawl state")
             self.exitcode = 1
             return
-        action = _status if args[0] == "status" else partial(_control, args[0])
+        actions = {"status": _status, "dashboard": _dashboard}
+        action = actions.get(args[0], partial(_control, args[0]))
         try:
             self.exitcode = asyncio.run(action(settings, url, crawl, opts))
         except KeyboardInterrupt:
@@ -202,3 +209,22 @@ async def _watch(reader: Reader, stale: float, *, as_json: bool) -> int:
             sys.stdout.flush()
         await asyncio.sleep(1.0)
 
+
+async def _dashboard(settings: BaseSettings, url: str, crawl: str,
+                     opts: argparse.Namespace) -> int:
+    """Serve the live page until Ctrl-C (or SIGTERM); 1 if Redis or the port is unusable."""
+    if not 0 <= opts.port <= 65535:
+        raise UsageError(f"--port must be 0..65535, not {opts.port}")
+    client = await _connect(settings, url)
+    if client is None:
+        return 1
+    reader = Reader(client, url, crawl, _bloom(client, crawl, settings))
+    try:
+        await dashboard.serve(reader.read, stale_after(settings), opts.port,
+                              config.mask_url(url))
+    except OSError as exc:  # binding the port
+        _fail(f"cannot serve the dashboard on {dashboard.HOST}:{opts.port}: {exc}")
+        return 1
+    finally:
+        await client.aclose()
+    return 0
