@@ -60,6 +60,8 @@ class DistributedAddon:
         settings.set("METRICS_ENABLED", True, PRIORITY)
         extensions = settings.getdict("EXTENSIONS")
         extensions.setdefault("crawler.extensions.metrics.MetricsExporter", 500)
+        settings.set("ALERTS_ENABLED", True, PRIORITY)
+        extensions.setdefault("crawler.extensions.alerts.AlertsExtension", 510)
         settings.set("EXTENSIONS", extensions, PRIORITY)
         logger.info(
             "Distributed mode: Kafka %s, Redis %s, MongoDB %s",

@@ -1,8 +1,9 @@
 """What ``scrapy cluster status`` shows: the state of one crawl, built and rendered.
 
 Pure: no I/O. :func:`parse_workers` reads the raw heartbeat hash
-``{<CRAWL_ID>}:workers``, :class:`RateTracker` turns successive heartbeats into
-pages acknowledged per second, :func:`build_status` makes the JSON-able status
+``{<CRAWL_ID>}:workers``, :func:`parse_alerts` the alerts hash ``{<CRAWL_ID>}:alerts``
+(written by :mod:`crawler.extensions.alerts`), :class:`RateTracker` turns successive
+heartbeats into pages acknowledged per second, :func:`build_status` makes the JSON-able status
 dict (what ``--json`` prints) and :func:`render_text` the text form.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from crawler.proxypool import Health
 
-ALERTS_PLACEHOLDER = "not configured"
+ALERTS_UNREAD = "unknown"  # the reader did not read {CRAWL_ID}:alerts
 _COLUMNS = ("node", "host", "pid", "health", "beat", "lag", "parts", "leases", "buffered",
             "delayed", "acked", "rate/s")
 
@@ -31,6 +32,7 @@ class Snapshot:
     bloom: dict[str, Any] | None = None  # BloomInfo as a dict; None: no filter yet
     proxies: dict[str, int] | None = None  # proxy_counts(); None: no proxy in this crawl
     finished_at: float | None = None  # the crawl's finished mark, if set
+    alerts: dict[str, dict[str, Any]] | None = None  # parse_alerts(); None: not read
 
 
 def _text(value: Any) -> str:
@@ -64,6 +66,33 @@ def proxy_counts(members: int, health: Mapping[Any, Any]) -> dict[str, int] | No
         except (ValueError, KeyError, TypeError):
             counts["unreadable"] += 1
     return counts
+
+
+def parse_alerts(raw: Mapping[Any, Any], now: float) -> dict[str, dict[str, Any]]:
+    """The alerts hash as {alert name: document}, without unreadable or expired entries.
+
+    Each document was refreshed at ``ts`` and is valid for ``ttl`` seconds: an
+    entry left by a worker that died with the alert active expires on its own.
+    """
+    alerts: dict[str, dict[str, Any]] = {}
+    for name, value in raw.items():
+        try:
+            doc = dict(json.loads(value))
+            expired = now - float(doc["ts"]) > float(doc["ttl"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if not expired:
+            alerts[_text(name)] = doc
+    return alerts
+
+
+def alerts_status(alerts: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    """``{"status": "ok"|"active"|"unknown", "active": [...]}`` (sorted by alert name)."""
+    if alerts is None:
+        return {"status": ALERTS_UNREAD, "active": []}
+    active = [{"alert": name, **{k: v for k, v in doc.items() if k != "alert"}}
+              for name, doc in sorted(alerts.items())]
+    return {"status": "active" if active else "ok", "active": active}
 
 
 class RateTracker:
@@ -141,7 +170,7 @@ def build_status(snapshot: Snapshot, rates: Mapping[str, float | None],
                 "per_node": {n["id"]: n["lag"] for n in nodes if n["health"] != "lost"}},
         "dedup": snapshot.bloom, "proxies": snapshot.proxies,
         "finished_at": snapshot.finished_at,
-        "alerts": {"status": ALERTS_PLACEHOLDER, "active": []},
+        "alerts": alerts_status(snapshot.alerts),
     }
 
 
@@ -193,6 +222,18 @@ def _proxy_line(proxies: Mapping[str, int] | None) -> str:
     return text + (f", {proxies['unreadable']} unreadable" if proxies["unreadable"] else "")
 
 
+def _alert_lines(alerts: Mapping[str, Any]) -> list[str]:
+    if alerts["status"] == ALERTS_UNREAD:
+        return ["alerts    unknown (not read from Redis)"]
+    if not alerts["active"]:
+        return ["alerts    ok: none active"]
+    lines = [f"alerts    {len(alerts['active'])} active"]
+    for doc in alerts["active"]:
+        lines.append(f"  {doc.get('severity', '?'):<8} {doc['alert']}: {doc.get('message', '')}"
+                     f" (worker {doc.get('worker', '?')})")
+    return lines
+
+
 def _summary(status: Mapping[str, Any]) -> list[str]:
     totals = status["totals"]
     rate = "rate n/a (needs two heartbeats)" if totals["rate"] is None \
@@ -208,7 +249,7 @@ def _summary(status: Mapping[str, Any]) -> list[str]:
         f"dedup     {_dedup_line(status['dedup'])}",
         f"proxies   {_proxy_line(status['proxies'])}",
         f"finished  {since}",
-        f"alerts    {status['alerts']['status']}",
+        *_alert_lines(status["alerts"]),
     ]
 
 

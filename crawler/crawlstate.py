@@ -64,6 +64,7 @@ return 0
 
 CONTROLS = ("pause", "resume", "stop")
 STOP_TTL_MS = 30_000  # every live worker reads the control key once per heartbeat
+FORGET_AFTER = 600.0  # seconds a silent worker stays listed (as lost) in the heartbeat hash
 
 
 class CrawlState:
@@ -84,7 +85,11 @@ class CrawlState:
         await self.client.hset(self.key, worker, json.dumps(doc))
 
     async def workers(self) -> list[WorkerState]:
-        """The workers whose heartbeat is fresh; stale entries are removed."""
+        """The workers whose heartbeat is fresh.
+
+        A silent worker's entry is kept for ``FORGET_AFTER`` seconds, so that
+        ``scrapy cluster status`` and the node-silent alert can show it as lost.
+        """
         raw = await self.client.hgetall(self.key)
         now = time.time()
         fresh: list[WorkerState] = []
@@ -99,7 +104,7 @@ class CrawlState:
                 continue
             if now - state.ts <= self.stale_after:
                 fresh.append(state)
-            else:
+            elif now - state.ts > FORGET_AFTER:
                 stale.append(state.worker)
         if stale:
             await self.client.hdel(self.key, *stale)

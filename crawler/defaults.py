@@ -105,3 +105,15 @@ USERAGENT_LIST: list[str] = []  # User-Agent strings to rotate over
 METRICS_ENABLED = False  # True: MetricsExporter serves Prometheus metrics
 METRICS_HOST = "127.0.0.1"  # address the metrics HTTP server listens on
 METRICS_PORT = 0  # 0: a free port, logged and stored in the stats as metrics/port
+
+# --- alerts ---
+ALERTS_ENABLED = False  # True: AlertsExtension checks the alert rules (on in distributed mode)
+ALERT_INTERVAL = 10.0  # seconds between two checks of the rules, in every worker
+ALERT_FAILURE_RATE = 0.05  # failures / (pages + failures) of this worker above this: alert
+ALERT_LAG_GROWING_MINUTES = 10.0  # crawl lag not falling (and higher) for this long: alert
+ALERT_MIN_PROXIES = 1  # fewer alive proxies than this: alert (only with the proxy pool)
+ALERT_BLOOM_FILL = 0.9  # Bloom filter fill (items / capacity of its slices) above this: alert
+ALERT_NODE_SILENT_SECONDS = 30.0  # a heartbeat older than this in {CRAWL_ID}:workers: alert
+ALERT_TTL = 60.0  # seconds an alert stays in {CRAWL_ID}:alerts unless refreshed
+ALERT_WEBHOOK_URL = ""  # POST each alert as JSON here when it becomes active; empty: none
+ALERT_WEBHOOK_TIMEOUT = 5.0  # seconds the webhook POST may take

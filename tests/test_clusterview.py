@@ -35,7 +35,8 @@ def _snapshot(raw: dict[bytes, bytes], now: float = NOW) -> Snapshot:
              "slices": 1, "items": 250, "current_fill": 0.25, "fill": 0.25,
              "memory_bytes": 2 * 2**20}
     return Snapshot("c", now, workers, unreadable, bloom,
-                    clusterview.proxy_counts(3, health), finished_at=None)
+                    clusterview.proxy_counts(3, health), finished_at=None,
+                    alerts=clusterview.parse_alerts({}, now))
 
 
 def _status() -> dict:
@@ -79,7 +80,7 @@ def test_json_shape():
     assert status["unreadable"] == ["junk"]
     assert status["proxies"] == {"members": 3, "alive": 1, "probation": 0, "dead": 1,
                                  "unreadable": 1}
-    assert status["alerts"] == {"status": "not configured", "active": []}
+    assert status["alerts"] == {"status": "ok", "active": []}
 
 
 def test_text_names_every_node_and_the_summary():
@@ -90,7 +91,7 @@ def test_text_names_every_node_and_the_summary():
     assert "177 pages" in text and "20.0 pages/s" in text
     assert "25.00% full" in text
     assert "3 members; health: 1 alive, 0 on probation, 1 dead, 1 unreadable" in text
-    assert "alerts    not configured" in text
+    assert "alerts    ok: none active" in text
     assert "unreadable heartbeat entries: junk" in text
 
 
@@ -100,3 +101,5 @@ def test_empty_crawl():
     assert "no workers found" in text and "none in this crawl" in text
     assert "no Bloom filter in Redis yet" in text
     assert status["totals"]["rate"] is None and status["totals"]["acked"] == 0
+    assert status["alerts"] == {"status": "unknown", "active": []}  # alerts hash not read
+    assert "alerts    unknown (not read from Redis)" in text

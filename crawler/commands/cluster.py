@@ -110,11 +110,13 @@ class Reader:
         members = await self.client.scard(f"{self.prefix}:proxies")
         health = await self.client.hgetall(f"{self.prefix}:proxy:health")
         finished = await self.client.get(f"{self.prefix}:finished")
+        raw_alerts = await self.client.hgetall(f"{self.prefix}:alerts")
         return Snapshot(
             crawl_id=self.crawl, now=now, workers=workers, unreadable=unreadable,
             bloom=asdict(info) if info.slices else None,
             proxies=clusterview.proxy_counts(int(members), health),
-            finished_at=float(finished) if finished is not None else None)
+            finished_at=float(finished) if finished is not None else None,
+            alerts=clusterview.parse_alerts(raw_alerts, now))
 
 
 def _bloom(client: aioredis.Redis, crawl: str, settings: BaseSettings) -> RedisBloom:

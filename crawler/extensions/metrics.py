@@ -61,6 +61,7 @@ LABELLED_COUNTERS: tuple[tuple[str, str, str, str], ...] = (
 )
 NETWORK = (("received", "downloader/response_bytes"), ("sent", "downloader/request_bytes"))
 PROXY_STATES = ("alive", "dead", "probation")
+ALERT_PREFIX = "alerts/active/"  # stats of crawler.extensions.alerts
 
 
 def worker_id() -> str:
@@ -134,6 +135,19 @@ class CrawlStatsCollector(Collector):
             for state in present:
                 proxies.add_metric([*values, state], _number(stats[f"proxy/pool/{state}"]))
             yield proxies
+        yield from self._alerts(stats)
+
+    def _alerts(self, stats: dict[str, Any]) -> Iterator[Metric]:
+        """``alerts/active/<name>`` (set by the alerts extension) as one gauge per alert."""
+        names = sorted(k[len(ALERT_PREFIX):] for k in stats if k.startswith(ALERT_PREFIX))
+        if not names:
+            return
+        family = GaugeMetricFamily(
+            "crawler_alerts_active", "1 while the alert is active in this worker, else 0.",
+            labels=[*LABELS, "alert"])
+        for name in names:
+            family.add_metric([*self.labels.values(), name], _number(stats[ALERT_PREFIX + name]))
+        yield family
 
     def _process(self) -> Iterator[Metric]:
         """prometheus_client's process metrics, with this worker's labels added."""

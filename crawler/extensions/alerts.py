@@ -1,0 +1,202 @@
+"""Alerts: every ``ALERT_INTERVAL`` seconds each worker checks the rules of :mod:`crawler.alerts`.
+
+``ALERTS_ENABLED = True`` switches it on (the add-on does in distributed mode).
+It reads this worker's stats and, with ``REDIS_URL``, the crawl's heartbeat hash
+``{CRAWL_ID}:workers`` and the Bloom filter's metadata. For each alert it logs a
+WARNING when the alert becomes active and an INFO when it clears, sets the stat
+``alerts/active/<name>`` to 1 or 0 (exported as ``crawler_alerts_active``),
+records it in the Redis hash ``{CRAWL_ID}:alerts`` (read by ``scrapy cluster
+status``) and, with ``ALERT_WEBHOOK_URL``, POSTs it as JSON from a daemon thread.
+Nothing here may stop the crawl: every failure is logged. See ``docs/alerts.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+import urllib.request
+from typing import Any
+
+import redis.asyncio as aioredis
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.exceptions import NotConfigured
+
+from crawler import config, connection
+from crawler.alerts import RULES, Alert, AlertInput, LagTracker, Thresholds, evaluate, summed_lag
+from crawler.clusterview import parse_workers
+from crawler.dupefilter import RedisBloom
+from crawler.extensions.metrics import worker_id
+
+logger = logging.getLogger(__name__)
+STAT_PREFIX = "alerts/active/"
+
+
+def thresholds(settings: Any) -> Thresholds:
+    """The ``ALERT_*`` thresholds, validated."""
+    return Thresholds(
+        failure_rate=config.get_float(settings, "ALERT_FAILURE_RATE", minimum=0, maximum=1),
+        lag_growing_minutes=config.get_float(settings, "ALERT_LAG_GROWING_MINUTES",
+                                             minimum=0, exclusive_min=True),
+        min_proxies=config.get_int(settings, "ALERT_MIN_PROXIES", minimum=0),
+        bloom_fill=config.get_float(settings, "ALERT_BLOOM_FILL", minimum=0, maximum=1),
+        node_silent_seconds=config.get_float(settings, "ALERT_NODE_SILENT_SECONDS",
+                                             minimum=0, exclusive_min=True),
+    )
+
+
+def post_json(url: str, payload: dict[str, Any], timeout: float) -> None:
+    """POST *payload* as JSON; log, never raise (runs in a daemon thread)."""
+    body = json.dumps(payload).encode()
+    request = urllib.request.Request(url, data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read()
+    except Exception as exc:  # a webhook must never break the crawl
+        logger.warning("Alert webhook %s failed: %s", config.mask_url(url), exc)
+
+
+class AlertsExtension:
+    """``EXTENSIONS = {"crawler.extensions.alerts.AlertsExtension": 510}``."""
+
+    def __init__(self, crawler: Crawler, limits: Thresholds, *, interval: float, ttl: float,
+                 webhook: str, webhook_timeout: float) -> None:
+        self.crawler = crawler
+        self.limits = limits
+        self.interval = interval
+        self.ttl = ttl
+        self.webhook = webhook
+        self.webhook_timeout = webhook_timeout
+        self.worker = worker_id()
+        self.lag = LagTracker()
+        self.active: dict[str, tuple[Alert, float]] = {}  # name -> (alert, since)
+        self.redis: aioredis.Redis | None = None
+        self.bloom: RedisBloom | None = None
+        self.key = ""
+        self.crawl_id = ""
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> AlertsExtension:
+        settings = crawler.settings
+        if not config.get_bool(settings, "ALERTS_ENABLED"):
+            raise NotConfigured("ALERTS_ENABLED is off")
+        ext = cls(crawler, thresholds(settings),
+                  interval=config.get_float(settings, "ALERT_INTERVAL", minimum=0,
+                                            exclusive_min=True),
+                  ttl=config.get_float(settings, "ALERT_TTL", minimum=1),
+                  webhook=config.get_str(settings, "ALERT_WEBHOOK_URL"),
+                  webhook_timeout=config.get_float(settings, "ALERT_WEBHOOK_TIMEOUT",
+                                                   minimum=0, exclusive_min=True))
+        crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        return ext
+
+    async def spider_opened(self, spider: Spider) -> None:
+        self.open(spider.name)
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    def open(self, spider_name: str) -> None:
+        """Resolve the crawl id, set every alert stat to 0, connect to Redis if configured."""
+        settings = self.crawler.settings
+        self.crawl_id = config.crawl_id(settings, spider_name)
+        self.key = f"{{{self.crawl_id}}}:alerts"
+        assert self.crawler.stats is not None
+        for name in RULES:
+            self.crawler.stats.set_value(STAT_PREFIX + name, 0)
+        url = config.get_str(settings, "REDIS_URL")
+        if not url:
+            return
+        self.redis = connection.redis_client(
+            url, config.get_dict(settings, "REDIS_PARAMS"),
+            connect_timeout=config.get_float(settings, "CONNECT_TIMEOUT", minimum=0.1))
+        self.bloom = RedisBloom(
+            self.redis, f"{{{self.crawl_id}}}:bloom",
+            capacity=config.get_int(settings, "BLOOM_CAPACITY", minimum=1),
+            error_rate=config.get_float(settings, "BLOOM_ERROR_RATE", minimum=0,
+                                        exclusive_min=True),
+            growth=config.get_int(settings, "BLOOM_GROWTH", minimum=1))
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.check()
+            except Exception as exc:  # Redis outage: try again next time
+                logger.warning("Alert check failed: %s", exc)
+
+    async def spider_closed(self, spider: Spider) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.close()
+
+    async def close(self) -> None:
+        client, self.redis = self.redis, None
+        if client is not None:
+            await client.aclose()
+
+    async def read(self) -> AlertInput:
+        """This worker's stats and, with Redis, the heartbeats and the Bloom filter's fill."""
+        assert self.crawler.stats is not None
+        stats = self.crawler.stats.get_stats().copy()
+        now = time.time()
+        if self.redis is None or self.bloom is None:
+            return AlertInput(now=now, stats=stats)
+        docs, _ = parse_workers(await self.redis.hgetall(f"{{{self.crawl_id}}}:workers"))
+        info = await self.bloom.info()
+        lag = summed_lag(docs, now, self.limits.node_silent_seconds)
+        return AlertInput(now=now, stats=stats,
+                          heartbeats={w: float(d["ts"]) for w, d in docs.items()},
+                          bloom_fill=info.fill if info.slices else None,
+                          lag_growing=self.lag.update(now, lag))
+
+    async def check(self) -> list[Alert]:
+        """Evaluate the rules once and act on what became active, stayed active or cleared."""
+        data = await self.read()
+        alerts = evaluate(data, self.limits)
+        current = {a.name: a for a in alerts}
+        for name in [n for n in self.active if n not in current]:
+            await self._cleared(name)
+        for alert in alerts:
+            await self._raised(alert, data.now)
+        return alerts
+
+    async def _raised(self, alert: Alert, now: float) -> None:
+        new = alert.name not in self.active
+        since = now if new else self.active[alert.name][1]
+        self.active[alert.name] = (alert, since)
+        payload = self.payload(alert, since, now)
+        if new:
+            logger.warning("Alert %s active: %s", alert.name, alert.message)
+            assert self.crawler.stats is not None
+            self.crawler.stats.set_value(STAT_PREFIX + alert.name, 1)
+            if self.webhook:
+                threading.Thread(target=post_json, daemon=True, name="alert-webhook",
+                                 args=(self.webhook, payload, self.webhook_timeout)).start()
+        if self.redis is not None:
+            await self.redis.hset(self.key, alert.name, json.dumps(payload))
+            await self.redis.expire(self.key, max(int(self.ttl), 1))
+
+    async def _cleared(self, name: str) -> None:
+        alert, _ = self.active.pop(name)
+        logger.info("Alert %s cleared (was: %s)", name, alert.message)
+        assert self.crawler.stats is not None
+        self.crawler.stats.set_value(STAT_PREFIX + name, 0)
+        if self.redis is None:
+            return
+        stored = await self.redis.hget(self.key, name)
+        if stored is not None and json.loads(stored).get("worker") == self.worker:
+            await self.redis.hdel(self.key, name)  # another worker's alert stays
+
+    def payload(self, alert: Alert, since: float, now: float) -> dict[str, Any]:
+        return {"alert": alert.name, "severity": alert.severity, "message": alert.message,
+                "value": alert.value, "threshold": alert.threshold, "since": since,
+                "ts": now, "ttl": self.ttl, "worker": self.worker, "crawl_id": self.crawl_id}
