@@ -166,12 +166,35 @@ def build_status(snapshot: Snapshot, rates: Mapping[str, float | None],
     return {
         "crawl_id": snapshot.crawl_id, "time": snapshot.now, "stale_after": stale_after,
         "nodes": nodes, "totals": _totals(nodes), "unreadable": snapshot.unreadable,
-        "lag": {"per_partition": None,  # the heartbeats carry each worker's summed lag only
+        "lag": {"per_partition": _partition_lag(snapshot, nodes),
                 "per_node": {n["id"]: n["lag"] for n in nodes if n["health"] != "lost"}},
         "dedup": snapshot.bloom, "proxies": snapshot.proxies,
         "finished_at": snapshot.finished_at,
         "alerts": alerts_status(snapshot.alerts),
     }
+
+
+def _partition_lag(snapshot: Snapshot, nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Lag per partition from the live nodes' heartbeats (each reports its own partitions);
+    None when no live node reports it."""
+    live = {n["id"] for n in nodes if n["health"] != "lost"}
+    lag: dict[str, Any] = {}
+    reported = False
+    for worker, doc in snapshot.workers.items():
+        info = doc.get("info", {}) if isinstance(doc, dict) else {}
+        if worker in live and "lag_by_partition" in info:
+            reported = True
+            lag.update(info["lag_by_partition"] or {})
+    return dict(sorted(lag.items())) if reported else None
+
+
+def _partition_lines(lag: Mapping[str, Any] | None) -> list[str]:
+    """Partitions that have a backlog, a few to a line (all of them in --json)."""
+    busy = [f"{p}={v}" for p, v in (lag or {}).items() if v]
+    if not busy:
+        return ["          no partition has a backlog" if lag else "          "
+                "per-partition lag: not reported yet"]
+    return [f"          {'  '.join(busy[i:i + 6])}" for i in range(0, len(busy), 6)]
 
 
 def to_json(status: Mapping[str, Any]) -> str:
@@ -244,8 +267,8 @@ def _summary(status: Mapping[str, Any]) -> list[str]:
         else f"marked drained {max(status['time'] - finished, 0):.0f}s ago"
     return [
         f"acked     {totals['acked']} pages (sum over the nodes listed), {rate}",
-        f"lag       {lag} in total over live nodes (per node above; "
-        "per-partition lag is not in the heartbeats)",
+        f"lag       {lag} in total over live nodes (per node above)",
+        *_partition_lines(status["lag"]["per_partition"]),
         f"dedup     {_dedup_line(status['dedup'])}",
         f"proxies   {_proxy_line(status['proxies'])}",
         f"finished  {since}",

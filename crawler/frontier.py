@@ -197,23 +197,24 @@ class ConsumerLoop:
         for tp, meta in offsets.items():
             self._committed[(tp.topic, tp.partition)] = meta.offset
 
+    def _partition_lag(self, tp: Partition) -> int | None:
+        """Records of *tp* not yet committed: fetch high-water mark minus committed offset."""
+        high = self.consumer.highwater(TopicPartition(*tp))
+        done = self._committed.get(tp)
+        if done is None and self.tracker.in_flight(tp) == 0:
+            done = self.tracker.committable(tp)
+            if done is None:
+                done = self.consumer.position(TopicPartition(*tp))
+        return None if high is None or done is None else max(high - done, 0)
+
     def _update_snapshot(self) -> None:
         assigned = sorted((tp.topic, tp.partition) for tp in self.consumer.assignment())
-        lag: int | None = 0
-        for topic, part in assigned:
-            high = self.consumer.highwater(TopicPartition(topic, part))
-            done = self._committed.get((topic, part))
-            if done is None and self.tracker.in_flight((topic, part)) == 0:
-                done = self.tracker.committable((topic, part))
-                if done is None:
-                    done = self.consumer.position(TopicPartition(topic, part))
-            if high is None or done is None or lag is None:
-                lag = None if high is None or done is None else lag
-                continue
-            lag += max(high - done, 0)
+        by_partition = {f"{t}:{p}": self._partition_lag((t, p)) for t, p in assigned}
+        known = [v for v in by_partition.values() if v is not None]
         self.snapshot = {
             "assigned": [f"{t}:{p}" for t, p in assigned],
-            "lag": lag,
+            "lag": sum(known) if len(known) == len(by_partition) else None,
+            "lag_by_partition": by_partition,
             "in_flight": self.tracker.in_flight(),
             "paused": bool(self._paused),
         }

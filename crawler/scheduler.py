@@ -288,8 +288,19 @@ class KafkaScheduler(BaseScheduler):
                 "pid": os.getpid(), "host": socket.gethostname(), "spider": self.spider.name,
                 "crawl_id": self.config.crawl_id, "started": self._started,
                 "pages": stat("response_received_count", 0),
-                "items": stat("item_scraped_count", 0), "metrics_port": stat("metrics/port")}
+                "items": stat("item_scraped_count", 0), "metrics_port": stat("metrics/port"),
+                "lag_by_partition": snap.get("lag_by_partition", {})}
+        self._publish_lag(info["lag_by_partition"])
         return LocalState(self.local_idle(), snap["assigned"], snap["lag"], info)
+
+    def _publish_lag(self, lag: dict[str, int | None]) -> None:
+        """Per-partition lag of this worker's partitions as stats ``frontier/lag/<partition>``."""
+        for key in [k for k in self.stats.get_stats() if k.startswith("frontier/lag/")]:
+            if key[len("frontier/lag/"):] not in lag:
+                self.stats.set_value(key, None)  # a partition this worker lost
+        for partition, value in lag.items():
+            if value is not None:
+                self.stats.set_value(f"frontier/lag/{partition}", value)
 
     def _expire_stuck(self) -> None:
         """Re-produce requests in flight for longer than the lease timeout (trap 2)."""

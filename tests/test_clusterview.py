@@ -103,3 +103,19 @@ def test_empty_crawl():
     assert status["totals"]["rate"] is None and status["totals"]["acked"] == 0
     assert status["alerts"] == {"status": "unknown", "active": []}  # alerts hash not read
     assert "alerts    unknown (not read from Redis)" in text
+
+
+def test_lag_per_partition_comes_from_the_live_heartbeats():
+    now = 1000.0
+    workers = {
+        "w1": {"idle": False, "assigned": ["c.requests:0"], "lag": 5, "ts": now,
+               "info": {"pid": 1, "acked": 3, "lag_by_partition": {"c.requests:0": 5}}},
+        "w2": {"idle": True, "assigned": ["c.requests:1"], "lag": 0, "ts": now,
+               "info": {"pid": 2, "acked": 1, "lag_by_partition": {"c.requests:1": 0}}},
+        "gone": {"idle": True, "assigned": [], "lag": 9, "ts": now - 600,
+                 "info": {"pid": 3, "acked": 0, "lag_by_partition": {"c.requests:2": 9}}},
+    }
+    status = clusterview.build_status(
+        clusterview.Snapshot(crawl_id="c", now=now, workers=workers), {}, stale_after=3.0)
+    assert status["lag"]["per_partition"] == {"c.requests:0": 5, "c.requests:1": 0}
+    assert "c.requests:0=5" in clusterview.render_text(status)

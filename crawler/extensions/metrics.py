@@ -61,6 +61,7 @@ LABELLED_COUNTERS: tuple[tuple[str, str, str, str], ...] = (
 )
 NETWORK = (("received", "downloader/response_bytes"), ("sent", "downloader/request_bytes"))
 PROXY_STATES = ("alive", "dead", "probation")
+LAG_PREFIX = "frontier/lag/"
 ALERT_PREFIX = "alerts/active/"  # stats of crawler.extensions.alerts
 
 
@@ -127,6 +128,16 @@ class CrawlStatsCollector(Collector):
                 labels=list(LABELS))
             family.add_metric(values, max(unacked, 0.0))
             yield family
+        lags = {k[len(LAG_PREFIX):]: v for k, v in stats.items()
+                if k.startswith(LAG_PREFIX) and v is not None}
+        if lags:
+            lag = GaugeMetricFamily(
+                "crawler_frontier_lag_records",
+                "Kafka lag of each partition this worker owns (high-water mark - committed).",
+                labels=[*LABELS, "partition"])
+            for partition, value in sorted(lags.items()):
+                lag.add_metric([*values, partition], _number(value))
+            yield lag
         present = [s for s in PROXY_STATES if f"proxy/pool/{s}" in stats]
         if present:
             proxies = GaugeMetricFamily(
