@@ -10,7 +10,6 @@ committed ``scrapy.cfg`` plus a ``[deploy:local-test]`` target at the test port)
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import tracebacks_outside_kafka
 from pymongo import MongoClient
 
 from crawler import demo_site as site
@@ -191,7 +191,7 @@ def _assert_clean_finish(server: Scrapyd, job: str) -> None:
     log = server.log("site", job)
     assert "Distributed mode" in log, log[-3000:]
     assert "'finish_reason': 'finished'" in log, log[-3000:]
-    assert not _tracebacks_outside_kafka(log), log[-3000:]
+    assert not tracebacks_outside_kafka(log), log[-3000:]
 
 
 def test_deployed_egg_holds_the_project(scrapyd: Scrapyd) -> None:
@@ -237,15 +237,3 @@ def test_two_jobs_join_one_crawl(
     for job in jobs:
         _assert_clean_finish(scrapyd, job)
 
-
-def _tracebacks_outside_kafka(log: str) -> list[str]:
-    """Log records with a traceback, except kafka-python's own (it logs a race of its
-    network thread while closing a consumer, which changes nothing for the crawl)."""
-    found, logger = [], ""
-    for line in log.splitlines():
-        match = re.match(r"\d{4}-\d\d-\d\d [\d:]+ \[([\w.]+)\]", line)
-        if match:
-            logger = match.group(1)
-        elif line.startswith("Traceback") and not logger.startswith("kafka"):
-            found.append(logger)
-    return found
