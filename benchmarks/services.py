@@ -1,0 +1,124 @@
+"""Process accounting and per-run checks of the benchmark runner."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.nginx import Nginx
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Usage:
+    status: int
+    cpu: float  # user + system seconds
+    rss_mib: float  # peak resident set size
+
+
+def reap(procs: list[subprocess.Popen[bytes]], timeout: float) -> list[Usage]:
+    """Wait for every process with ``wait4`` (their CPU time and peak RSS); kill them all
+    and raise if any is still running after *timeout* seconds."""
+    deadline = time.monotonic() + timeout
+    usage: dict[int, Usage] = {}
+    while len(usage) < len(procs):
+        for proc in procs:
+            if proc.pid in usage:
+                continue
+            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                usage[pid] = Usage(proc.returncode, rusage.ru_utime + rusage.ru_stime,
+                                   rusage.ru_maxrss / 1024)
+        if time.monotonic() > deadline:
+            for proc in procs:
+                if proc.pid not in usage:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+            raise TimeoutError(f"crawler processes still running after {timeout:.0f}s")
+        time.sleep(0.1)
+    return [usage[p.pid] for p in procs]
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds used so far by *pids* (each process's own threads)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICKS
+
+
+def family(server: Nginx) -> list[int]:
+    """The nginx master and its worker processes."""
+    assert server.process is not None
+    pid = server.process.pid
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    return [pid, *map(int, children)]
+
+
+def read_probe(path: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(f"no probe output in {path}: {exc}") from None
+    return data
+
+
+def verify(config: str, expected: int, env: dict[str, str], tag: str,
+           probes: list[dict[str, Any]]) -> int:
+    """The number of distinct pages the run crawled; raises unless it is the whole site
+    (for this project: every page stored in MongoDB exactly once)."""
+    if config in ("stock", "scrapy-redis"):
+        pages = sum(p["pages"] for p in probes)
+    else:
+        from crawler.demo import stored_pages
+
+        docs, urls = stored_pages(env["MONGO_URI"], "crawler", tag)
+        if docs != urls:
+            raise RuntimeError(f"{config} {tag}: {docs} documents for {urls} URLs in MongoDB")
+        pages = docs
+    if pages != expected:
+        raise RuntimeError(f"{config} {tag}: crawled {pages} pages of {expected}")
+    return pages
+
+
+def after_run(config: str, env: dict[str, str], tag: str,
+              probes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-run facts worth reporting; then drop what the run left in Redis and MongoDB."""
+    import redis
+
+    extra: dict[str, Any] = {"responses": sum(p["pages"] for p in probes)}
+    client = redis.Redis.from_url(env["REDIS_URL"])
+    try:
+        if config == "scrapy-redis":
+            members = client.scard("bench:dupefilter")
+            used = client.memory_usage("bench:dupefilter", samples=0) or 0
+            extra["dupefilter_bytes_per_url"] = used / max(members, 1)
+            client.delete("bench:dupefilter", "bench:requests")
+        else:
+            keys = list(client.scan_iter(match=f"{{{tag}}}*", count=1000))
+            if keys:
+                client.delete(*keys)
+    finally:
+        client.close()
+    if config in ("worker1", "worker2"):
+        from pymongo import MongoClient
+
+        mongo: MongoClient[dict[str, Any]]
+        with MongoClient(env["MONGO_URI"]) as mongo:
+            mongo["crawler"].drop_collection(tag)
+    return extra

@@ -1,0 +1,78 @@
+"""The benchmark spider and a probe extension; every crawler under test runs both.
+
+The spider follows every link with ``LinkExtractor`` and yields one small item per page.
+:class:`Probe` writes what the runner cannot see from outside to ``BENCH_PROBE_PATH``
+(JSON): pages, items and the wall-clock time of the first and last response.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from scrapy import Request, Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.http import Response, TextResponse
+from scrapy.linkextractors import LinkExtractor
+
+
+class BenchSpider(Spider):
+    """``-a start_url=URL``: the whole site behind *start_url*."""
+
+    name = "bench"
+
+    def __init__(self, start_url: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not start_url:
+            raise ValueError("the bench spider needs -a start_url=URL")
+        self.start_url = start_url
+        self.link_extractor = LinkExtractor()
+
+    async def start(self) -> AsyncIterator[Any]:
+        yield Request(self.start_url, callback=self.parse)
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        if not isinstance(response, TextResponse):
+            return
+        yield {"url": response.url, "title": response.css("title::text").get()}
+        for link in self.link_extractor.extract_links(response):
+            yield Request(link.url, callback=self.parse)
+
+
+class Probe:
+    """``EXTENSIONS = {"benchmarks.spider.Probe": 0}`` with ``BENCH_PROBE_PATH``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pages = 0
+        self.items = 0
+        self.first: float | None = None
+        self.last: float | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Probe:
+        probe = cls(Path(crawler.settings.get("BENCH_PROBE_PATH", "probe.json")))
+        crawler.signals.connect(probe.response, signals.response_received)
+        crawler.signals.connect(probe.item, signals.item_scraped)
+        crawler.signals.connect(probe.closed, signals.spider_closed)
+        return probe
+
+    def response(self) -> None:
+        now = time.time()
+        self.pages += 1
+        if self.first is None:
+            self.first = now
+        self.last = now
+
+    def item(self) -> None:
+        self.items += 1
+        self.last_item = time.time()
+
+    def closed(self, reason: str) -> None:
+        data = {"pages": self.pages, "items": self.items, "first": self.first,
+                "last": self.last, "last_item": getattr(self, "last_item", None),
+                "closed": time.time(), "reason": reason}
+        self.path.write_text(json.dumps(data))
