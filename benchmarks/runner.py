@@ -56,6 +56,7 @@ class Context:
     services: dict[str, str]
     watch_pids: list[int]
     timeout: float
+    extra: dict[str, dict[str, str]] = field(default_factory=dict)  # config -> settings
 
 
 @dataclass
@@ -95,7 +96,7 @@ def base_env() -> dict[str, str]:
 def plan(config: str, ctx: Context, tag: str) -> tuple[int, dict[str, Any], dict[str, str]]:
     """(processes, settings, environment) of one run of *config*."""
     env = base_env()
-    settings = {**COMMON}
+    settings = {**COMMON, **ctx.extra.get(config, {})}
     if config == "scrapy-redis":
         settings.update(SCRAPY_REDIS, REDIS_URL=ctx.services["REDIS_URL"])
         return 1, settings, env
@@ -163,11 +164,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=REPO / ".bench")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks")
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--set", action="append", default=[], metavar="CONFIG:NAME=VALUE",
+                        help="an extra Scrapy setting for one config (repeatable)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     configs = [c for c in args.configs.split(",") if c]
     if unknown := set(configs) - set(CONFIGS):
         parser.error(f"unknown configs {sorted(unknown)}; choose from {', '.join(CONFIGS)}")
+    extra: dict[str, dict[str, str]] = {}
+    for item in args.set:
+        config, _, assignment = item.partition(":")
+        name, _, value = assignment.partition("=")
+        extra.setdefault(config, {})[name] = value
     spec = SiteSpec(args.pages, args.links, args.min_bytes, args.max_bytes)
     site = ensure(args.workdir / f"site-{args.pages}-{args.links}", spec)
     stack = Stack(args.workdir / "stack")
@@ -176,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with Nginx(site, args.workdir / "nginx") as server:
             pids = [s["pid"] for s in stack.status().values()] + services.family(server)
             cwd = Path(tempfile.mkdtemp(prefix="crawler-bench-"))
-            ctx = Context(args.workdir, cwd, server.base_url, args.pages, env, pids, args.timeout)
+            ctx = Context(args.workdir, cwd, server.base_url, args.pages, env, pids,
+                          args.timeout, extra)
             results = rounds(configs, ctx, args.rounds)
     finally:
         stack.stop()
