@@ -48,10 +48,44 @@ def _unb64(text: Any, field: str) -> bytes:
         raise CodecError(f"field {field!r} is not valid base64: {exc}") from None
 
 
+_UNKNOWN = object()
+
+
+def _method_name(spider: Spider | None, func: Any) -> Any:
+    """What ``Request.to_dict`` stores for the callback or errback *func*: *func* itself
+    if it is not callable; if it is the spider's method of the same name, that name;
+    otherwise :data:`_UNKNOWN` (``to_dict`` searches every member of the spider, a
+    dozen microseconds a request, and raises if none is *func*)."""
+    if not callable(func):
+        return func
+    name = getattr(func, "__name__", None)
+    own = getattr(func, "__func__", None)
+    if spider is None or own is None or not isinstance(name, str):
+        return _UNKNOWN
+    found = getattr(spider, name, None)
+    return name if getattr(found, "__func__", None) is own else _UNKNOWN
+
+
+def _to_dict(request: Request, spider: Spider | None) -> dict[str, Any]:
+    """``request.to_dict(spider=spider)``, without its search of the spider's members when
+    the callback and errback are spider methods found by their names."""
+    callback = _method_name(spider, request.callback)
+    errback = _method_name(spider, request.errback)
+    if callback is _UNKNOWN or errback is _UNKNOWN:
+        return request.to_dict(spider=spider)
+    data: dict[str, Any] = {"url": request.url, "callback": callback, "errback": errback,
+                            "headers": dict(request.headers)}
+    for attr in request.attributes:
+        data.setdefault(attr, getattr(request, attr))
+    if type(request) is not Request:
+        data["_class"] = f"{type(request).__module__}.{type(request).__name__}"
+    return data
+
+
 def encode_request(request: Request, spider: Spider | None = None) -> bytes:
     """*request* as a versioned JSON record; :class:`CodecError` if it cannot be."""
     try:
-        data = request.to_dict(spider=spider)
+        data = _to_dict(request, spider)
     except ValueError as exc:  # a callback that is not a spider method
         raise CodecError(str(exc)) from None
     data["meta"] = {k: v for k, v in data["meta"].items() if k not in LOCAL_META_KEYS}

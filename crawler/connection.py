@@ -117,6 +117,12 @@ def ensure_topics(
         admin.close()
 
 
+# Bytes of one partition's record batch. kafka-python's 16 KiB default holds ~60 encoded
+# requests: a bigger batch means fewer, larger produce requests (twice the requests/s of
+# one process; see docs/benchmarks/micro.md). A batch is sent when full or after linger_ms.
+PRODUCER_BATCH_SIZE = 128 * 1024
+
+
 def kafka_producer(bootstrap: str, *, connect_timeout: float, linger_ms: int,
                    client_id: str) -> Any:
     """A producer with ``acks=all``. Blocking constructor: call it from a thread."""
@@ -126,6 +132,7 @@ def kafka_producer(bootstrap: str, *, connect_timeout: float, linger_ms: int,
         return KafkaProducer(
             **kafka_common(bootstrap, connect_timeout), acks="all", linger_ms=linger_ms,
             retries=5, client_id=client_id, max_block_ms=int(connect_timeout * 1000) * 4,
+            batch_size=PRODUCER_BATCH_SIZE,
         )
     except Exception as exc:
         raise _kafka_unavailable(bootstrap, exc) from exc

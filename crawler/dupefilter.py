@@ -1,10 +1,11 @@
 """Bloom-filter dupefilters: a scalable filter shared in Redis, and local filters.
 
 :class:`RedisBloom` keeps a scalable Bloom filter (see :mod:`crawler.bloom`) in plain
-Redis 7: slice ``i`` is the string ``<key>:s<i>``, the parameters and per-slice counts
-live in the hash ``<key>:meta``. Give *key* a hash tag (``{crawl}:bloom``) so every key
-of a filter lands in one Redis Cluster slot. Each :meth:`RedisBloom.check` or
-:meth:`RedisBloom.add` of a batch is one ``EVALSHA``.
+Redis 7: slice ``i`` is the string ``<key>:s<i>`` (and, past ``PIECE_BITS`` bits,
+``<key>:s<i>:1``, ``<key>:s<i>:2``, ...), the parameters and per-slice counts live in the
+hash ``<key>:meta`` (see :mod:`crawler.bloom_lua`). Give *key* a hash tag
+(``{crawl}:bloom``) so every key of a filter lands in one Redis Cluster slot. Each
+:meth:`RedisBloom.check` or :meth:`RedisBloom.add` of a batch is one ``EVALSHA``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
 from crawler import config
-from crawler.bloom import LUA_ADD, LUA_CHECK, LUA_CREATE, digest, plan, validate
+from crawler.bloom import PIECE_BITS, digest, piece_key, piece_sizes, plan, validate
+from crawler.bloom_lua import LUA_ADD, LUA_CHECK, LUA_CREATE
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -70,14 +72,18 @@ class RedisBloom:
         error_rate: float,
         growth: int,
         on_grow: Callable[[int], None] | None = None,
+        piece_bits: int = PIECE_BITS,
     ) -> None:
         validate(capacity=capacity, error_rate=error_rate, growth=growth)
+        if piece_bits < 8:
+            raise ValueError(f"piece_bits must be >= 8, got {piece_bits}")
         self.client = client
         self.key = key
         self.capacity = capacity
         self.error_rate = error_rate
         self.growth = growth
         self.on_grow = on_grow
+        self.piece_bits = piece_bits  # for a filter this call creates
         self._meta = f"{key}:meta"
         self._scripts: dict[str, AsyncScript] = {}
         self._warned_full = False
@@ -90,7 +96,10 @@ class RedisBloom:
             self._scripts[name] = self.client.register_script(source)
             await self.client.script_load(source)
         specs = plan(capacity=self.capacity, error_rate=self.error_rate, growth=self.growth)
-        args: list[Any] = [self.key, self.capacity, repr(self.error_rate), self.growth, len(specs)]
+        args: list[Any] = [
+            self.key, self.capacity, repr(self.error_rate), self.growth, self.piece_bits,
+            len(specs),
+        ]
         for spec in specs:
             args += [spec.capacity, spec.bits, spec.hashes]
         stored = await self._run("create", args)
@@ -152,6 +161,15 @@ class RedisBloom:
                 self.key, self.error_rate,
             )
 
+    def _piece_keys(self, meta: dict[str, int], slices: int) -> list[str]:
+        keys = []
+        for i in range(slices):
+            bits = meta[f"s{i}:bits"]
+            per = meta.get("piece_bits", bits)  # none: a filter made before pieces
+            pieces = len(piece_sizes(bits, min(per, bits)))
+            keys += [piece_key(f"{self.key}:s{i}", j) for j in range(pieces)]
+        return keys
+
     async def info(self) -> BloomInfo:
         """Slices, items, capacity, fill and memory of the filter (zeros if it does not exist)."""
         raw = await self.client.hgetall(self._meta)
@@ -160,8 +178,8 @@ class RedisBloom:
         counts = [meta.get(f"s{i}:count", 0) for i in range(slices)]
         capacities = [meta[f"s{i}:capacity"] for i in range(slices)]
         async with self.client.pipeline(transaction=False) as pipe:
-            for i in range(slices):
-                pipe.strlen(f"{self.key}:s{i}")
+            for key in self._piece_keys(meta, slices):
+                pipe.strlen(key)
             sizes = await pipe.execute()
         total = sum(capacities)
         return BloomInfo(

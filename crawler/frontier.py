@@ -3,8 +3,8 @@
 :class:`ConsumerLoop` owns a ``KafkaConsumer`` in its own thread: it fills the
 scheduler's bounded buffer, pauses fetching while the buffer is full, applies
 acknowledgements and commits, per partition, only the finished prefix.
-:class:`Sender` owns the producer side: every send is retried until the broker
-acknowledges it (``acks=all``); an outage stalls, it never drops.
+:class:`Sender` (:mod:`crawler.sender`) owns the producer side: every send is retried
+until the broker acknowledges it (``acks=all``); an outage stalls, it never drops.
 """
 
 from __future__ import annotations
@@ -17,13 +17,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from crawler.leases import OffsetTracker, Partition
+from crawler.sender import CallFromThread, Sender
+
+__all__ = ["CallFromThread", "ConsumerLoop", "Record", "Sender"]
 
 logger = logging.getLogger(__name__)
-CallFromThread = Callable[..., Any]
+# While the buffer is full, the consumer thread looks for room for up to ROOM_WAIT seconds,
+# after ROOM_CHECK, then twice as long each time up to ROOM_CHECK_MAX, before it pauses
+# fetching and polls: a paused poll waits its whole timeout, so a buffer the reactor empties
+# in a few milliseconds would otherwise wait for it (and for a fetch after resuming).
+ROOM_WAIT = 0.2
+ROOM_CHECK = 0.001
+ROOM_CHECK_MAX = 0.025
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +146,21 @@ class ConsumerLoop:
         finally:
             self._shutdown()
 
+    def _room(self) -> int:
+        return self.buffer_size - (self.handed - self.taken)
+
+    def _wait_for_room(self) -> int:
+        """Room in the buffer; while it is full, wait up to :data:`ROOM_WAIT` for some
+        (the reactor often takes the records within milliseconds) before pausing."""
+        room, pause = self._room(), ROOM_CHECK
+        deadline = time.monotonic() + ROOM_WAIT
+        while room <= 0 and time.monotonic() < deadline and not self._stop.is_set():
+            self._stop.wait(pause)
+            room, pause = self._room(), min(pause * 2, ROOM_CHECK_MAX)
+        return room
+
     def _poll_once(self) -> None:
-        room = self.buffer_size - (self.handed - self.taken)
+        room = self._wait_for_room()
         self._set_paused(room <= 0)
         try:
             batches = self.consumer.poll(timeout_ms=200, max_records=max(room, 1))
@@ -231,68 +253,3 @@ class ConsumerLoop:
 
 def _names(tps: list[Partition]) -> str:
     return ", ".join(f"{t}[{p}]" for t, p in sorted(tps)) or "none"
-
-
-class Sender:
-    """Produce records with ``acks=all``, retrying each until the broker has it."""
-
-    def __init__(
-        self, producer: KafkaProducer, *, call_from_thread: CallFromThread,
-        call_later: Callable[..., Any], backoff: float, backoff_max: float,
-    ) -> None:
-        self.producer = producer
-        self._call = call_from_thread
-        self._later = call_later
-        self.backoff = backoff
-        self.backoff_max = backoff_max
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="kafka-sender", daemon=True)
-        self.pending = 0
-        self.failures = 0
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def send(
-        self, topic: str, key: bytes | None, value: bytes,
-        done: Callable[[int, int], None], attempt: int = 0,
-    ) -> None:
-        """Send from the reactor thread; *done(partition, offset)* runs there once acked."""
-        if attempt == 0:
-            self.pending += 1
-        self._queue.put((topic, key, value, done, attempt))
-
-    def _run(self) -> None:
-        while True:
-            job = self._queue.get()
-            if job is None:
-                return
-            topic, key, value, done, _attempt = job
-            try:
-                future = self.producer.send(topic, key=key, value=value)
-            except Exception as exc:
-                self._call(self._failed, job, exc)
-                continue
-            future.add_callback(lambda md, d=done: self._call(self._acked, d, md))
-            future.add_errback(lambda exc, j=job: self._call(self._failed, j, exc))
-
-    def _acked(self, done: Callable[[int, int], None], metadata: Any) -> None:
-        self.pending -= 1
-        done(metadata.partition, metadata.offset)
-
-    def _failed(self, job: tuple[Any, ...], exc: BaseException) -> None:
-        topic, key, value, done, attempt = job
-        self.failures += 1
-        delay = min(self.backoff * 2**attempt, self.backoff_max)
-        logger.warning("Send to %s failed (attempt %d, retrying in %.1fs): %s",
-                       topic, attempt + 1, delay, exc)
-        self._later(delay, self.send, topic, key, value, done, attempt + 1)
-
-    def close(self, timeout: float) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout)
-        try:
-            self.producer.flush(timeout=timeout)
-            self.producer.close(timeout=timeout)
-        except Exception as exc:
-            logger.warning("Closing the Kafka producer: %s", exc)

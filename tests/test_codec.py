@@ -57,6 +57,40 @@ def test_unserialisable_meta_is_a_codec_error(spider):
         encode_request(Request("http://a.test/", meta={"obj": object()}), spider)
 
 
+class AliasSpider(CodecSpider):
+    other = CodecSpider.parse_page  # the same function under a second name
+
+
+@pytest.mark.parametrize("make", [
+    lambda sp: Request("https://a.test/"),
+    lambda sp: Request("https://a.test/", callback=sp.parse_page, errback=sp.on_error,
+                       meta={"depth": 1}, cb_kwargs={"x": 1}, priority=-3, flags=["f"]),
+    lambda sp: Request("https://a.test/", callback=sp.parse),
+    lambda sp: FormRequest("https://a.test/", formdata={"q": "1"}, callback=sp.parse_page),
+])
+def test_fast_dict_is_scrapys_to_dict(make):
+    from crawler.codec import _to_dict
+
+    spider = CodecSpider()
+    request = make(spider)
+    assert _to_dict(request, spider) == request.to_dict(spider=spider)
+
+
+def test_callback_found_under_another_name_or_of_another_spider():
+    from crawler.codec import _to_dict
+
+    spider, other = AliasSpider(), AliasSpider()
+    for request in (Request("https://a.test/", callback=spider.other),  # an alias
+                    Request("https://a.test/", callback=other.parse_page)):  # another instance
+        # the name may differ from the one Scrapy's search finds; both name the same function
+        mine, scrapys = _to_dict(request, spider), request.to_dict(spider=spider)
+        assert getattr(spider, mine["callback"]).__func__ is request.callback.__func__
+        assert getattr(spider, scrapys["callback"]).__func__ is request.callback.__func__
+        assert {**mine, "callback": None} == {**scrapys, "callback": None}
+        decoded = decode_request(encode_request(request, spider), spider)
+        assert decoded.callback.__func__ is request.callback.__func__
+
+
 def test_callback_that_is_not_a_spider_method(spider):
     with pytest.raises(CodecError):
         encode_request(Request("http://a.test/", callback=lambda r: None), spider)

@@ -18,7 +18,16 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from crawler.bloom import LUA_COMMON, digest, hash_pair, positions
+from crawler.bloom import (
+    PIECE_BITS,
+    digest,
+    hash_pair,
+    locate,
+    piece_key,
+    piece_sizes,
+    positions,
+)
+from crawler.bloom_lua import LUA_COMMON
 from crawler.connection import redis_client
 from crawler.dupefilter import RedisBloom
 
@@ -243,16 +252,21 @@ def test_lua_positions_match_python(redis_url: str, key: str) -> None:
             data = await bloom.client.get(f"{key}:s0")
             ones = {i for i in range(bits) if data[i // 8] >> (7 - i % 8) & 1}
             assert ones == set(positions(*hash_pair(fps[0]), bits=bits, hashes=hashes))
-            # Start and step for slices near the 2**32-bit limit, computed by the script.
+            # The place of each fingerprint in slices near the 2**32-bit limit, computed by
+            # the script, in one piece and in pieces.
             script = LUA_COMMON + """
-local out = {}
-for i = 1, count do local p, s = start(tonumber(ARGV[3]), i); out[i] = {p, s} end
+local s, out = {bits = tonumber(ARGV[3]), per = tonumber(ARGV[4])}, {}
+for i = 1, count do out[i] = {start(s, i)} end
 return out"""
             big = 2**32 - 17
-            got = await bloom.client.eval(script, 1, f"{key}:meta", key,
-                                          b"".join(digest(fp) for fp in fps), big)
-            want = [[h1 % big, h2 % big] for h1, h2 in map(hash_pair, fps)]
-            assert got == want
+            for per in (big, PIECE_BITS):
+                got = await bloom.client.eval(script, 1, f"{key}:meta", key,
+                                              b"".join(digest(fp) for fp in fps), big, per)
+                want = []
+                for h1, h2 in map(hash_pair, fps):
+                    low, size, first, step = locate(h1, h2, bits=big, piece_bits=per)
+                    want.append([low // per + 1, size, first, step])
+                assert got == want
 
     asyncio.run(scenario())
 
@@ -263,7 +277,7 @@ def test_info_and_misuse(redis_url: str, key: str, caplog: pytest.LogCaptureFixt
             info = await bloom.info()
             assert (info.slices, info.items, info.fill) == (1, 0, 0.0)
             assert info.memory_bytes == math.ceil(
-                -1000 * math.log(0.005) / math.log(2) ** 2 / 8
+                -1000 * math.log(0.01 * 0.8) / math.log(2) ** 2 / 8
             )
             await bloom.add(fingerprints(10, seed=12))
             await bloom.client.delete(f"{key}:meta", f"{key}:s0")  # e.g. someone ran FLUSHDB
@@ -276,3 +290,82 @@ def test_info_and_misuse(redis_url: str, key: str, caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING, logger="crawler.dupefilter"):
         asyncio.run(scenario())
     assert any("vanished" in r.getMessage() for r in caplog.records)
+
+
+async def bits_of(client: aioredis.Redis, keys: Sequence[str], sizes: Sequence[int]) -> set[int]:
+    """The numbers of the 1 bits of a slice stored in *keys* of *sizes* bits."""
+    ones, low = set(), 0
+    for name, size in zip(keys, sizes, strict=True):
+        data = await client.get(name)
+        assert data is not None and len(data) == math.ceil(size / 8)
+        ones |= {low + i for i in range(size) if data[i // 8] >> (7 - i % 8) & 1}
+        low += size
+    return ones
+
+
+def test_slices_in_pieces(redis_url: str, key: str) -> None:
+    per = 50_000  # bits a piece: the first slice of 20,000 items takes 6 pieces
+
+    async def scenario() -> None:
+        async with opened(redis_url, key, capacity=20_000, error_rate=0.001, growth=2,
+                          piece_bits=per) as bloom:
+            meta = await bloom.client.hgetall(f"{key}:meta")
+            bits, hashes = int(meta[b"s0:bits"]), int(meta[b"s0:hashes"])
+            sizes = piece_sizes(bits, per)
+            names = [piece_key(f"{key}:s0", j) for j in range(len(sizes))]
+            assert len(sizes) == 6 and sizes[-1] < per
+            found = [k.decode() async for k in bloom.client.scan_iter(match=f"{key}:s*")]
+            assert sorted(found) == sorted(names)
+            first = fingerprints(300, seed=20)
+            assert await bloom.add(first + first[:5]) == [True] * 300 + [False] * 5
+            want = set().union(*(positions(*hash_pair(fp), bits=bits, hashes=hashes,
+                                           piece_bits=per) for fp in first))
+            assert await bits_of(bloom.client, names, sizes) == want
+            assert (await bloom.info()).memory_bytes == sum(math.ceil(s / 8) for s in sizes)
+            added = first + fingerprints(19_700, seed=21)
+            assert sum(await batched(bloom.add, added)) >= 19_680  # the first 300 are known
+            assert all(await batched(bloom.check, added))
+            trials = 20_000
+            false_positives = sum(await batched(bloom.check, fingerprints(trials, seed=22)))
+            assert false_positives <= fp_bound(trials, 0.001)
+            await batched(bloom.add, fingerprints(30_000, seed=23))  # grows: slice 1 in pieces
+            info = await bloom.info()
+            assert info.slices == 2
+            assert await bloom.client.exists(f"{key}:s1", f"{key}:s1:1") == 2
+
+    asyncio.run(scenario())
+
+
+def test_filter_made_before_pieces_keeps_working(redis_url: str, key: str) -> None:
+    """A filter created before slices had pieces (meta version 1, no piece_bits, each
+    slice one string) keeps its layout and positions, even with a smaller piece size."""
+    old_specs = [(2000, 22_056, 8), (4000, 49_882, 9)]  # r = 0.5 at 1 %: 0.5 %, 0.25 %
+
+    async def scenario() -> None:
+        client = redis_client(redis_url)
+        try:
+            fields: dict[str, Any] = {"capacity": 2000, "error_rate": "0.01", "growth": 2,
+                                      "slices": 1, "version": 1, "s0:count": 0}
+            for i, (capacity, bits, hashes) in enumerate(old_specs):
+                fields |= {f"s{i}:capacity": capacity, f"s{i}:bits": bits, f"s{i}:hashes": hashes}
+            await client.hset(f"{key}:meta", mapping=fields)
+            await client.setbit(f"{key}:s0", old_specs[0][1] - 1, 0)
+            bloom = RedisBloom(client, key, capacity=2000, error_rate=0.01, growth=2,
+                               piece_bits=1000)
+            await bloom.open()
+            fps = fingerprints(3000, seed=30)
+            assert all(await batched(bloom.add, fps[:100]))
+            _, bits, hashes = old_specs[0]
+            want = set().union(*(positions(*hash_pair(fp), bits=bits, hashes=hashes)
+                                 for fp in fps[:100]))
+            assert await bits_of(client, [f"{key}:s0"], [bits]) == want
+            await batched(bloom.add, fps[100:])  # fills slice 0 and grows into slice 1
+            assert all(await batched(bloom.check, fps))
+            names = sorted([k.decode() async for k in client.scan_iter(match=f"{key}:*")])
+            assert names == [f"{key}:meta", f"{key}:s0", f"{key}:s1"]
+            assert await client.strlen(f"{key}:s1") == math.ceil(old_specs[1][1] / 8)
+        finally:
+            await client.delete(*[k async for k in client.scan_iter(match=f"{key}:*")])
+            await client.aclose()
+
+    asyncio.run(scenario())
