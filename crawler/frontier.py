@@ -246,6 +246,9 @@ class Sender:
         self.backoff = backoff
         self.backoff_max = backoff_max
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[tuple[Callable[[int, int], None], Any]] = (
+            queue.SimpleQueue())
+        self._drain_scheduled = False
         self._thread = threading.Thread(target=self._run, name="kafka-sender", daemon=True)
         self.pending = 0
         self.failures = 0
@@ -273,12 +276,28 @@ class Sender:
             except Exception as exc:
                 self._call(self._failed, job, exc)
                 continue
-            future.add_callback(lambda md, d=done: self._call(self._acked, d, md))
+            future.add_callback(lambda md, d=done: self._on_ack(d, md))
             future.add_errback(lambda exc, j=job: self._call(self._failed, j, exc))
 
-    def _acked(self, done: Callable[[int, int], None], metadata: Any) -> None:
-        self.pending -= 1
-        done(metadata.partition, metadata.offset)
+    def _on_ack(self, done: Callable[[int, int], None], metadata: Any) -> None:
+        """On kafka-python's thread: queue the ack; one reactor call drains a burst.
+
+        The flag is cleared on the reactor before it drains, so an ack queued after the
+        drain began either sees the flag cleared and schedules again, or is drained."""
+        self._done.put((done, metadata))
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            self._call(self._drain_acks)
+
+    def _drain_acks(self) -> None:
+        self._drain_scheduled = False
+        while True:
+            try:
+                done, metadata = self._done.get_nowait()
+            except queue.Empty:
+                return
+            self.pending -= 1
+            done(metadata.partition, metadata.offset)
 
     def _failed(self, job: tuple[Any, ...], exc: BaseException) -> None:
         topic, key, value, done, attempt = job

@@ -147,6 +147,7 @@ class KafkaScheduler(BaseScheduler):
         deadline = time.monotonic() + self.config.close_timeout
         while (self.barrier.waiting or self.barrier.pending_ops) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+        self.outbox.flush_stats()
         self.consumer.stop()
         await asyncio.to_thread(self.consumer.stopped.wait, self.config.close_timeout)
         await asyncio.to_thread(self.sender.close, self.config.close_timeout)
@@ -298,6 +299,7 @@ class KafkaScheduler(BaseScheduler):
 
     def _local_state(self) -> LocalState:
         self._expire_stuck()
+        self.outbox.flush_stats()
         snap = self.consumer.snapshot
         stat = self.stats.get_value
         info = {"leases": self.leases.in_engine, "buffered": len(self.buffer),
