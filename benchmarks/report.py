@@ -28,6 +28,8 @@ RATIOS = [
     ("2 workers / 1 worker, pages per second", "worker2", "worker1", "pages_per_s", 1.8),
     ("1 worker / stock, pages per second", "worker1", "stock", "pages_per_s", None),
     ("scrapy-redis / stock, pages per second", "scrapy-redis", "stock", "pages_per_s", None),
+    ("2 workers / 1 worker, pages per second after start-up", "worker2", "worker1",
+     "crawl_pages_per_s", None),
 ]
 Metric = Callable[["Run"], float]
 
@@ -39,8 +41,15 @@ def by_config(results: list[Run]) -> dict[str, list[Run]]:
     return grouped
 
 
+def value(run: Run, metric: str) -> float:
+    """A property of *run*, or one of the numbers in its ``extra``."""
+    if hasattr(run, metric):
+        return float(getattr(run, metric))
+    return float(run.extra[metric])
+
+
 def median(runs: list[Run], metric: str) -> float:
-    return statistics.median(getattr(r, metric) for r in runs)
+    return statistics.median(value(r, metric) for r in runs)
 
 
 def pair_ratios(results: list[Run], num: str, den: str, metric: str) -> list[float]:
@@ -48,7 +57,7 @@ def pair_ratios(results: list[Run], num: str, den: str, metric: str) -> list[flo
     rounds: dict[int, dict[str, Run]] = {}
     for run in results:
         rounds.setdefault(run.round, {})[run.config] = run
-    return [getattr(r[num], metric) / getattr(r[den], metric)
+    return [value(r[num], metric) / value(r[den], metric)
             for _, r in sorted(rounds.items()) if num in r and den in r]
 
 
@@ -103,13 +112,15 @@ def markdown(results: list[Run], spec: SiteSpec, argv: list[str]) -> str:
         f"{spec.max_bytes} bytes a page, served by nginx on loopback. Every crawler runs the "
         "same spider and settings (see `benchmarks/runner.py`); rounds are interleaved.", "",
         "![chart](chart.png)", "", "## Medians", "",
-        "| run | pages/s | pages per CPU-second | peak RSS (MiB) | services' CPU-s |",
-        "|---|---|---|---|---|",
+        "| run | pages/s (every round) | pages per CPU-second | peak RSS (MiB) "
+        "| start-up (s) | pages/s after start-up | services' CPU-s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for config, runs in by_config(results).items():
         rng = ", ".join(f"{r.pages_per_s:.1f}" for r in runs)
         out.append(f"| {LABELS[config]} | {median(runs, 'pages_per_s'):.1f} ({rng}) | "
                    f"{median(runs, 'pages_per_cpu_s'):.1f} | {median(runs, 'rss_mib'):.0f} | "
+                   f"{median(runs, 'startup_s'):.1f} | {median(runs, 'crawl_pages_per_s'):.1f} | "
                    f"{median(runs, 'services_cpu'):.1f} |")
     out += ["", "## Ratios (median of the pair ratios within each round)", "",
             "| ratio | median | per round | target |", "|---|---|---|---|"]
@@ -117,6 +128,7 @@ def markdown(results: list[Run], spec: SiteSpec, argv: list[str]) -> str:
         pairs = ", ".join(f"{p:.2f}" for p in row["pairs"])
         target = "-" if row["target"] is None else f">= {row['target']}: {row['verdict']}"
         out.append(f"| {row['name']} | {row['median']:.2f}x | {pairs} | {target} |")
+    out += threads_section(results)
     out += ["", "## Every run", "",
             "| round | run | processes | pages | seconds | pages/s | CPU-s | pages/CPU-s "
             "| peak RSS (MiB) | services' CPU-s |", "|---|---|---|---|---|---|---|---|---|---|"]
@@ -125,6 +137,23 @@ def markdown(results: list[Run], spec: SiteSpec, argv: list[str]) -> str:
                    f"{r.wall:.1f} | {r.pages_per_s:.1f} | {r.cpu:.1f} | "
                    f"{r.pages_per_cpu_s:.1f} | {r.rss_mib:.0f} | {r.services_cpu:.1f} |")
     return "\n".join(out) + "\n"
+
+
+def threads_section(results: list[Run]) -> list[str]:
+    """CPU seconds per page of each kind of thread, per config (medians)."""
+    out = ["", "## Where the crawler processes' CPU goes (ms per page, median)", "",
+           "| run | main thread | Kafka client threads | other threads |", "|---|---|---|---|"]
+    for config, runs in by_config(results).items():
+        cells = []
+        for kind in ("MainThread", "Kafka client threads", "other"):
+            per_page = [1000 * r.extra.get("threads", {}).get(kind, 0.0) / r.pages for r in runs]
+            cells.append(f"{statistics.median(per_page):.2f}")
+        out.append(f"| {LABELS[config]} | " + " | ".join(cells) + " |")
+    out.append("")
+    out.append("Thread CPU is read inside each process at its last 500th page, so it leaves out "
+               "start-up and shutdown; the CPU-s columns above come from `wait4` and include "
+               "them.")
+    return out
 
 
 def chart(path: Path, results: list[Run]) -> None:

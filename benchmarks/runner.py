@@ -134,8 +134,11 @@ def finish(config: str, ctx: Context, round_no: int, tag: str, started: float,
                            f"logs in {ctx.workdir / 'logs'}/{tag}-*.log")
     seen = [services.read_probe(p) for p in probes]
     last = max(max(p["last"] or 0, p["last_item"] or 0) for p in seen)
+    first = min(p["first"] for p in seen if p["first"])
     pages = services.verify(config, ctx.pages, ctx.services, tag, seen)
     extra = services.after_run(config, ctx.services, tag, seen)
+    extra["startup_s"] = first - started  # launch to the first response
+    extra["crawl_pages_per_s"] = pages / (last - first)
     return Run(round_no, config, len(usage), pages, last - started,
                sum(u.cpu for u in usage), max(u.rss_mib for u in usage), services_cpu, extra)
 

@@ -101,7 +101,12 @@ def after_run(config: str, env: dict[str, str], tag: str,
     """Per-run facts worth reporting; then drop what the run left in Redis and MongoDB."""
     import redis
 
-    extra: dict[str, Any] = {"responses": sum(p["pages"] for p in probes)}
+    extra: dict[str, Any] = {"responses": sum(p["pages"] for p in probes), "threads": {}}
+    for probe in probes:  # CPU seconds per thread, summed over processes, kafka's merged
+        for name, cpu in probe.get("threads", {}).items():
+            name = "MainThread" if name == "MainThread" else "Kafka client threads" if (
+                "kafka" in name or "network-thread" in name) else "other"
+            extra["threads"][name] = extra["threads"].get(name, 0.0) + cpu
     client = redis.Redis.from_url(env["REDIS_URL"])
     try:
         if config == "scrapy-redis":

@@ -8,6 +8,8 @@ The spider follows every link with ``LinkExtractor`` and yields one small item p
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -63,6 +65,8 @@ class Probe:
     def response(self) -> None:
         now = time.time()
         self.pages += 1
+        if self.pages % 500 == 0:  # threads may be gone by spider_closed
+            self.threads = thread_cpu()
         if self.first is None:
             self.first = now
         self.last = now
@@ -74,5 +78,21 @@ class Probe:
     def closed(self, reason: str) -> None:
         data = {"pages": self.pages, "items": self.items, "first": self.first,
                 "last": self.last, "last_item": getattr(self, "last_item", None),
-                "closed": time.time(), "reason": reason}
+                "closed": time.time(), "reason": reason, "threads": getattr(self, "threads", None) or thread_cpu()}
         self.path.write_text(json.dumps(data))
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds used so far by each thread of this process, by thread name."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    ticks = os.sysconf("SC_CLK_TCK")
+    result: dict[str, float] = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = names.get(int(task), "other")
+        result[name] = result.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return result

@@ -24,6 +24,7 @@ KAFKA_PARTITIONS = 12
 KAFKA_REPLICATION_FACTOR = 1
 KAFKA_PARTITION_BY = "host"  # host | domain | url
 KAFKA_BUFFER_SIZE = 256  # requests buffered locally per worker
+KAFKA_RECENT_WINDOW = 50_000  # consumed fingerprints remembered to drop a raced copy; 0 = off
 KAFKA_COMMIT_INTERVAL = 1.0  # seconds between offset commits
 KAFKA_SESSION_TIMEOUT_MS = 6000
 KAFKA_HEARTBEAT_INTERVAL_MS = 1000

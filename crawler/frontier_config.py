@@ -49,6 +49,7 @@ class FrontierConfig:
     replication: int
     partition_by: str
     buffer_size: int
+    recent_window: int
     commit_interval: float
     session_timeout_ms: int
     heartbeat_interval_ms: int
@@ -107,6 +108,7 @@ class FrontierConfig:
             replication=config.get_int(s, "KAFKA_REPLICATION_FACTOR", minimum=1),
             partition_by=config.get_choice(s, "KAFKA_PARTITION_BY", PARTITION_BY),
             buffer_size=config.get_int(s, "KAFKA_BUFFER_SIZE", minimum=1),
+            recent_window=config.get_int(s, "KAFKA_RECENT_WINDOW", minimum=0),
             commit_interval=config.get_float(s, "KAFKA_COMMIT_INTERVAL", minimum=0,
                                              exclusive_min=True),
             session_timeout_ms=config.get_int(s, "KAFKA_SESSION_TIMEOUT_MS", minimum=1000),

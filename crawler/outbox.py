@@ -69,12 +69,12 @@ class Outbox:
         self._in_progress: set[bytes] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._outage = False
+        self._local_hits = 0  # added to the stats by flush_stats(): the hot path stays cheap
 
     def submit(self, request: Request, fingerprint: bytes, *, filtered: bool = True) -> bool:
         """Queue *request*; False if this worker already knows it is a duplicate."""
         if filtered and (fingerprint in self._in_progress or fingerprint in self.local):
-            self.stats.inc_value("bloom/filtered")
-            self.stats.inc_value("bloom/local_hits")
+            self._local_hits += 1
             return False
         self._in_progress.add(fingerprint)
         self._batch.append(_Pending(request, fingerprint, filtered, self.barrier.begin()))
@@ -90,6 +90,14 @@ class Outbox:
         self.stats.inc_value("frontier/dead_lettered")
         payload = json.dumps(body).encode()
         self._send(self.dead_topic, None, payload, lambda _p, _o: self.barrier.end(op))
+
+    def flush_stats(self) -> None:
+        """Add the duplicates this worker filtered itself to ``bloom/filtered`` and
+        ``bloom/local_hits`` (called at every heartbeat and at close)."""
+        if self._local_hits:
+            self.stats.inc_value("bloom/filtered", self._local_hits)
+            self.stats.inc_value("bloom/local_hits", self._local_hits)
+            self._local_hits = 0
 
     @property
     def busy(self) -> bool:

@@ -38,6 +38,7 @@ from crawler.frontier import ConsumerLoop, Record, Sender
 from crawler.frontier_config import FrontierConfig
 from crawler.leases import Lease, LeaseRegistry
 from crawler.outbox import Outbox
+from crawler.recent import RecentFingerprints
 
 logger = logging.getLogger(__name__)
 LEASE_KEY = "crawler_lease"
@@ -54,6 +55,7 @@ class KafkaScheduler(BaseScheduler):
         self.leases = LeaseRegistry(self._ack)
         self.barrier = self.leases.barrier
         self.buffer: RequestBuffer[Lease] = RequestBuffer()
+        self.recent = RecentFingerprints(config.recent_window)
         self._closing = False
         self._started = time.time()
         self._paused_by_control = False
@@ -145,6 +147,7 @@ class KafkaScheduler(BaseScheduler):
         deadline = time.monotonic() + self.config.close_timeout
         while (self.barrier.waiting or self.barrier.pending_ops) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
+        self.outbox.flush_stats()
         self.consumer.stop()
         await asyncio.to_thread(self.consumer.stopped.wait, self.config.close_timeout)
         await asyncio.to_thread(self.sender.close, self.config.close_timeout)
@@ -207,10 +210,25 @@ class KafkaScheduler(BaseScheduler):
                 self.consumer.taken += 1
                 self._dead(record, lease, str(exc))
                 continue
+            if self._raced_copy(request, record):
+                self.consumer.taken += 1
+                self._finish(lease)
+                continue
             request.meta[LEASE_KEY] = self.leases.register(lease, request)
             self._push(request, lease)
         if self.buffer.ready:
             self._engine_slot.nextcall.schedule()
+
+    def _raced_copy(self, request: Request, record: Record) -> bool:
+        """Whether *record* is a second copy of a request this worker consumed from the
+        same partition in this epoch (see :mod:`crawler.recent`)."""
+        if request.dont_filter:
+            return False
+        fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
+        if self.recent.seen(fingerprint, (record.topic, record.partition, record.epoch)):
+            self.stats.inc_value("frontier/raced_copies_dropped")
+            return True
+        return False
 
     def _take_seed(self, record: Record, lease: Lease) -> None:
         try:
@@ -281,6 +299,7 @@ class KafkaScheduler(BaseScheduler):
 
     def _local_state(self) -> LocalState:
         self._expire_stuck()
+        self.outbox.flush_stats()
         snap = self.consumer.snapshot
         stat = self.stats.get_value
         info = {"leases": self.leases.in_engine, "buffered": len(self.buffer),
@@ -308,7 +327,8 @@ class KafkaScheduler(BaseScheduler):
             logger.warning("Lease on %s expired after %.0fs: re-queued",
                            lease.request.url, self.config.lease_timeout)
             self.stats.inc_value("frontier/lease_expired")
-            self._send_op(self.config.requests_topic, lease.request)
+            # dont_filter: the consumer must not take the new copy for a raced one
+            self._send_op(self.config.requests_topic, lease.request.replace(dont_filter=True))
             self.leases.finish(lease)
 
     def _control(self, command: str | None) -> None:
