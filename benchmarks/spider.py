@@ -78,7 +78,8 @@ class Probe:
     def closed(self, reason: str) -> None:
         data = {"pages": self.pages, "items": self.items, "first": self.first,
                 "last": self.last, "last_item": getattr(self, "last_item", None),
-                "closed": time.time(), "reason": reason, "threads": getattr(self, "threads", None) or thread_cpu()}
+                "closed": time.time(), "reason": reason,
+                "threads": getattr(self, "threads", None) or thread_cpu()}
         self.path.write_text(json.dumps(data))
 
 
