@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.nginx import Nginx
-
-TICKS = os.sysconf("SC_CLK_TCK")
+from benchmarks.spider import stat_cpu_seconds
 
 
 @dataclass(frozen=True)
@@ -49,14 +48,7 @@ def reap(procs: list[subprocess.Popen[bytes]], timeout: float) -> list[Usage]:
 
 def cpu_seconds(pids: list[int]) -> float:
     """User + system CPU seconds used so far by *pids* (each process's own threads)."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / TICKS
+    return sum(stat_cpu_seconds(f"/proc/{pid}/stat") or 0.0 for pid in pids)
 
 
 def family(server: Nginx) -> list[int]:

@@ -53,6 +53,8 @@ class Probe:
         self.items = 0
         self.first: float | None = None
         self.last: float | None = None
+        self.last_item: float | None = None
+        self.threads: dict[str, float] = {}  # sampled while crawling: threads may end early
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Probe:
@@ -65,7 +67,7 @@ class Probe:
     def response(self) -> None:
         now = time.time()
         self.pages += 1
-        if self.pages % 500 == 0:  # threads may be gone by spider_closed
+        if self.pages % 500 == 0:
             self.threads = thread_cpu()
         if self.first is None:
             self.first = now
@@ -77,23 +79,29 @@ class Probe:
 
     def closed(self, reason: str) -> None:
         data = {"pages": self.pages, "items": self.items, "first": self.first,
-                "last": self.last, "last_item": getattr(self, "last_item", None),
+                "last": self.last, "last_item": self.last_item,
                 "closed": time.time(), "reason": reason,
-                "threads": getattr(self, "threads", None) or thread_cpu()}
+                "threads": self.threads or thread_cpu()}
         self.path.write_text(json.dumps(data))
+
+
+def stat_cpu_seconds(path: str) -> float | None:
+    """User + system CPU seconds in a ``/proc/.../stat`` file; None if it is gone."""
+    try:
+        with open(path) as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:  # the process or thread ended meanwhile
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def thread_cpu() -> dict[str, float]:
     """CPU seconds used so far by each thread of this process, by thread name."""
     names = {t.native_id: t.name for t in threading.enumerate()}
-    ticks = os.sysconf("SC_CLK_TCK")
     result: dict[str, float] = {}
     for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:  # the thread ended meanwhile
-            continue
-        name = names.get(int(task), "other")
-        result[name] = result.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+        cpu = stat_cpu_seconds(f"/proc/self/task/{task}/stat")
+        if cpu is not None:
+            name = names.get(int(task), "other")
+            result[name] = result.get(name, 0.0) + cpu
     return result
