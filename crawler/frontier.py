@@ -54,6 +54,9 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
     def on_partitions_assigned(self, assigned: Any) -> None:
         self.loop.assigned([(tp.topic, tp.partition) for tp in assigned])
 
+    def on_partitions_lost(self, lost: Any) -> None:
+        self.loop.lost([(tp.topic, tp.partition) for tp in lost])
+
 
 class ConsumerLoop:
     """The consumer thread: fetch into the buffer, apply acks, commit."""
@@ -73,6 +76,7 @@ class ConsumerLoop:
         self.epochs: dict[Partition, int] = {}  # read by the reactor thread
         self.handed = 0  # records handed to the reactor (written here only)
         self.taken = 0  # records taken out of the buffer (written by the reactor only)
+        self.refetched = 0  # records fetched again in the same epoch, not handed out again
         self._acks: queue.SimpleQueue[tuple[Partition, int, int]] = queue.SimpleQueue()
         self._committed: dict[Partition, int] = {}
         self._dirty = False
@@ -120,13 +124,32 @@ class ConsumerLoop:
         for tp, meta in offsets.items():
             self._committed[(tp.topic, tp.partition)] = meta.offset
 
+    def lost(self, tps: list[Partition]) -> None:
+        """The group evicted this worker (a session expiry): nothing can be committed.
+
+        kafka-python then drops the assignment without calling :meth:`assigned` and,
+        once this worker has joined again, may give it the same partitions back, fetched
+        again from the committed offset. Every record of *tps* handed out so far belongs
+        to an old epoch from now on: its acknowledgement no longer counts and its second
+        delivery is a new record, not a copy of one in flight.
+        """
+        for tp in tps:
+            self._new_epoch(tp)
+        self._owned -= set(tps)
+        self._paused = None
+        logger.warning("Group membership lost (session expired?); partitions %s will be "
+                       "fetched again from their committed offsets", _names(tps))
+
+    def _new_epoch(self, tp: Partition) -> None:
+        self.epochs[tp] = self.epochs.get(tp, 0) + 1  # buffered records become stale
+        self.tracker.forget(tp)
+        self._committed.pop(tp, None)
+
     def assigned(self, tps: list[Partition]) -> None:
         """After a rebalance: forget lost partitions; kept ones keep their position."""
         now = set(tps)
         for tp in (self._owned - now) | (now - self._owned):
-            self.epochs[tp] = self.epochs.get(tp, 0) + 1  # buffered records become stale
-            self.tracker.forget(tp)
-            self._committed.pop(tp, None)
+            self._new_epoch(tp)
         self._owned = now
         self._paused = None  # the pause state of the new assignment is unknown
         logger.info("Partitions assigned: %s", _names(tps))
@@ -173,7 +196,9 @@ class ConsumerLoop:
             key = (tp.topic, tp.partition)
             epoch = self.epochs.get(key, 0)
             for rec in items:
-                self.tracker.deliver(key, rec.offset)
+                if not self.tracker.deliver(key, rec.offset):
+                    self.refetched += 1  # already handed out in this epoch: never twice
+                    continue
                 records.append(Record(tp.topic, tp.partition, rec.offset, rec.value, epoch))
         if records:
             self.handed += len(records)

@@ -37,12 +37,14 @@ class OffsetTracker:
     def __init__(self) -> None:
         self._parts: dict[Partition, _PartitionState] = {}
 
-    def deliver(self, tp: Partition, offset: int) -> None:
+    def deliver(self, tp: Partition, offset: int) -> bool:
+        """Track *offset* as in flight; False if it was delivered already (a re-fetch)."""
         state = self._parts.setdefault(tp, _PartitionState())
         if state.next_offset is not None and offset < state.next_offset:
-            return  # a re-fetch of a record already tracked
+            return False  # a re-fetch of a record already tracked
         state.in_flight.append(offset)
         state.next_offset = offset + 1
+        return True
 
     def finish(self, tp: Partition, offset: int) -> None:
         state = self._parts.get(tp)
