@@ -39,7 +39,8 @@ class LocalFilter(Protocol):
 
 class Send(Protocol):
     def __call__(
-        self, topic: str, key: bytes | None, value: bytes, done: Callable[[int, int], None]
+        self, topic: str, key: bytes | None, value: bytes, done: Callable[[int, int], None],
+        *, rejected: Callable[[BaseException], None] | None = None,
     ) -> None: ...
 
 
@@ -89,7 +90,21 @@ class Outbox:
         logger.error("Dead-lettered a record from %s: %s", source, reason)
         self.stats.inc_value("frontier/dead_lettered")
         payload = json.dumps(body).encode()
-        self._send(self.dead_topic, None, payload, lambda _p, _o: self.barrier.end(op))
+
+        def lost(exc: BaseException) -> None:  # the dead-letter topic refuses it too
+            logger.error("The dead-letter topic refused a record from %s: %s", source, exc)
+            self.stats.inc_value("frontier/dead_letter_refused")
+            self.barrier.end(op)
+
+        self._send(self.dead_topic, None, payload, lambda _p, _o: self.barrier.end(op),
+                   rejected=lost)
+
+    def refused(self, request: Request, size: int, exc: BaseException) -> None:
+        """The broker can never take *request* (:func:`crawler.sender.permanent`): its URL
+        and the reason go to the dead-letter topic instead (a barrier operation too)."""
+        self.stats.inc_value("frontier/refused")
+        reason = f"the broker refused the request ({size} bytes encoded): {exc}"
+        self.dead_letter(reason, request.url.encode(), {"url": request.url})
 
     def flush_stats(self) -> None:
         """Add the duplicates this worker filtered itself to ``bloom/filtered`` and
@@ -137,7 +152,13 @@ class Outbox:
             self.barrier.end(pending.op)
             return
         key = self.key_for(pending.request)
-        self._send(self.topic, key, value, lambda _p, _o: self._sent(pending))
+        self._send(self.topic, key, value, lambda _p, _o: self._sent(pending),
+                   rejected=lambda exc: self._refused(pending, len(value), exc))
+
+    def _refused(self, pending: _Pending, size: int, exc: BaseException) -> None:
+        self._in_progress.discard(pending.fingerprint)
+        self.refused(pending.request, size, exc)
+        self.barrier.end(pending.op)
 
     def _sent(self, pending: _Pending) -> None:
         self.stats.inc_value("frontier/produced")

@@ -261,12 +261,18 @@ class KafkaScheduler(BaseScheduler):
 
     def _send_op(self, topic: str, request: Request) -> None:
         """Produce *request* unfiltered, as an operation leases wait for."""
+        value = self._encode(request)
         op = self.barrier.begin()
 
         def sent(_partition: int, _offset: int) -> None:
             self.barrier.end(op)
 
-        self.sender.send(topic, self.config.partition_key(request), self._encode(request), sent)
+        def refused(exc: BaseException) -> None:
+            self.outbox.refused(request, len(value), exc)
+            self.barrier.end(op)
+
+        self.sender.send(topic, self.config.partition_key(request), value, sent,
+                         rejected=refused)
 
     def _encode(self, request: Request) -> bytes:
         return codec.encode_request(request, self.spider)

@@ -1,4 +1,13 @@
-"""The producer side of the frontier, kept off the reactor thread: :class:`Sender`."""
+"""The producer side of the frontier, kept off the reactor thread: :class:`Sender`.
+
+A failed send is retried with a doubling back-off, for as long as it takes, unless the
+error can never succeed on a retry (:data:`PERMANENT`): the record is too large for the
+producer or the broker, the broker calls it invalid, or this client may not write to
+the topic. Those go to the send's *rejected* callback once, and the send ends. Every
+other kafka-python error (``KafkaTimeoutError``, ``KafkaConnectionError``,
+``NotLeaderForPartitionError``, ``UnknownTopicOrPartitionError``, ...) is transient: a
+broker outage, a leader election, a topic being created.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +18,26 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaProducer
+from kafka import errors as kafka_errors
 
 logger = logging.getLogger(__name__)
 CallFromThread = Callable[..., Any]
+Rejected = Callable[[BaseException], None]
+
+#: kafka-python errors that a retry of the same record cannot fix
+PERMANENT: tuple[type[BaseException], ...] = (
+    kafka_errors.MessageSizeTooLargeError,  # larger than max_request_size or the broker's limit
+    kafka_errors.RecordListTooLargeError,
+    kafka_errors.InvalidRecordError,
+    kafka_errors.InvalidTopicError,
+    kafka_errors.TopicAuthorizationFailedError,
+    kafka_errors.ClusterAuthorizationFailedError,
+)
+
+
+def permanent(exc: BaseException) -> bool:
+    """Whether a send that failed with *exc* would fail again however often it is tried."""
+    return isinstance(exc, PERMANENT)
 
 
 class Sender:
@@ -37,25 +63,28 @@ class Sender:
         self._acks: list[tuple[Callable[[int, int], None], int, int]] = []
         self.pending = 0
         self.failures = 0
+        self.rejected = 0
 
     def start(self) -> None:
         self._thread.start()
 
     def send(
         self, topic: str, key: bytes | None, value: bytes,
-        done: Callable[[int, int], None], attempt: int = 0,
+        done: Callable[[int, int], None], attempt: int = 0, rejected: Rejected | None = None,
     ) -> None:
-        """Send from the reactor thread; *done(partition, offset)* runs there once acked."""
+        """Send from the reactor thread; *done(partition, offset)* runs there once acked,
+        or *rejected(error)* if the error is :func:`permanent` (without one, *done(-1, -1)*
+        after an error log: the send is over either way)."""
         if attempt == 0:
             self.pending += 1
-        self._queue.put((topic, key, value, done, attempt))
+        self._queue.put((topic, key, value, done, attempt, rejected))
 
     def _run(self) -> None:
         while True:
             job = self._queue.get()
             if job is None:
                 return
-            topic, key, value, done, _attempt = job
+            topic, key, value, done = job[:4]
             try:
                 future = self.producer.send(topic, key=key, value=value)
             except Exception as exc:
@@ -80,12 +109,25 @@ class Sender:
             done(partition, offset)
 
     def _failed(self, job: tuple[Any, ...], exc: BaseException) -> None:
-        topic, key, value, done, attempt = job
+        topic, key, value, done, attempt, rejected = job
         self.failures += 1
+        if permanent(exc):
+            self._reject(topic, len(value), done, rejected, exc)
+            return
         delay = min(self.backoff * 2**attempt, self.backoff_max)
         logger.warning("Send to %s failed (attempt %d, retrying in %.1fs): %s",
                        topic, attempt + 1, delay, exc)
-        self._later(delay, self.send, topic, key, value, done, attempt + 1)
+        self._later(delay, self.send, topic, key, value, done, attempt + 1, rejected)
+
+    def _reject(self, topic: str, size: int, done: Callable[[int, int], None],
+                rejected: Rejected | None, exc: BaseException) -> None:
+        self.pending -= 1
+        self.rejected += 1
+        if rejected is not None:
+            rejected(exc)
+            return
+        logger.error("Send of %d bytes to %s failed for good (not retried): %s", size, topic, exc)
+        done(-1, -1)
 
     def close(self, timeout: float) -> None:
         self._queue.put(None)
