@@ -35,17 +35,22 @@ class RequestBuffer(Generic[L]):
 
     def pop(self) -> tuple[Request, L] | None:
         """The next request that is due, or None."""
-        now = self._clock()
-        while self._delayed and self._delayed[0][0] <= now:
-            _, seq, request, lease = heapq.heappop(self._delayed)
-            heapq.heappush(self._ready, (-request.priority, seq, request, lease))
+        self._promote()
         if not self._ready:
             return None
         _, _, request, lease = heapq.heappop(self._ready)
         return request, lease
 
+    def _promote(self) -> None:
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            _, seq, request, lease = heapq.heappop(self._delayed)
+            heapq.heappush(self._ready, (-request.priority, seq, request, lease))
+
     def next_due(self) -> float | None:
-        """Seconds until the earliest delayed request is due (None: nothing delayed)."""
+        """Seconds until the earliest request not due yet is due (None: none waits);
+        those already due count as ready from now on."""
+        self._promote()
         if not self._delayed:
             return None
         return max(self._delayed[0][0] - self._clock(), 0.0)

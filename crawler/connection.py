@@ -27,17 +27,31 @@ class ServiceUnavailable(RuntimeError):
         self.setting = setting
 
 
+#: connections one Redis client opens at most (``REDIS_MAX_CONNECTIONS``)
+REDIS_MAX_CONNECTIONS = 50
+
+
 def redis_client(
-    url: str, params: dict[str, Any] | None = None, *, connect_timeout: float = 5.0
+    url: str, params: dict[str, Any] | None = None, *, connect_timeout: float = 5.0,
+    max_connections: int = REDIS_MAX_CONNECTIONS,
 ) -> aioredis.Redis:
-    """An asyncio Redis client for *url* (``REDIS_URL``) with ``REDIS_PARAMS``."""
+    """An asyncio Redis client for *url* (``REDIS_URL``) with ``REDIS_PARAMS``.
+
+    Its pool blocks: a call that finds all *max_connections* connections busy waits
+    for one to come back instead of failing with ``MaxConnectionsError`` ("Too many
+    connections"), which callers would take for a Redis outage. It waits at most the
+    socket timeout, so a connection that never comes back still ends in an error.
+    """
     options: dict[str, Any] = {
         "socket_connect_timeout": connect_timeout,
         "socket_timeout": max(connect_timeout, 10.0),
         "health_check_interval": 30,
+        "max_connections": max_connections,
     }
     options.update(params or {})
-    return aioredis.Redis.from_url(url, **options)
+    options.setdefault("timeout", options["socket_timeout"])  # waiting for a free connection
+    pool = aioredis.BlockingConnectionPool.from_url(url, **options)
+    return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
 
 
 async def check_redis(client: aioredis.Redis, url: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 KAFKA_BOOTSTRAP_SERVERS = ""
 REDIS_URL = ""
 REDIS_PARAMS: dict[str, Any] = {}
+REDIS_MAX_CONNECTIONS = 50  # per Redis client; a call waits for a free one instead of failing
 MONGO_URI = ""
 MONGO_DATABASE = "crawler"
 CRAWL_ID = ""  # empty: the spider's name
@@ -33,6 +34,8 @@ KAFKA_PRODUCER_LINGER_MS = 5
 KAFKA_SEND_RETRY_BACKOFF = 1.0  # seconds before a failed send is tried again (doubles, capped)
 KAFKA_SEND_RETRY_BACKOFF_MAX = 30.0
 KAFKA_LEASE_TIMEOUT = 600.0  # seconds a request may stay in flight before it is re-produced
+KAFKA_SEED_CLAIMS = 16  # seed records claimed in Redis at once per worker
+KAFKA_MAX_UNACKED = 2000  # leases + follow-up sends not yet acknowledged; above: fetching pauses
 
 # --- crawl lifecycle ---
 CRAWL_IDLE_TIMEOUT = 30.0  # seconds the whole crawl must be drained before workers exit; 0 = never

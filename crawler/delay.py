@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from typing import Any
 
 from scrapy import Request
 from scrapy.crawler import Crawler
@@ -39,6 +41,34 @@ def delayed(request: Request, delay: float, **replace: object) -> Request:
 def not_before(request: Request) -> float | None:
     value = request.meta.get(NOT_BEFORE_KEY)
     return float(value) if isinstance(value, (int, float)) else None
+
+
+class Wakeup:
+    """One timer, for the earliest due time of the delayed requests of a buffer (not
+    one per request): when it fires, *wake* runs and the timer is set again for
+    *next_due()* (seconds from now, None when nothing waits)."""
+
+    def __init__(self, call_later: Callable[[float, Callable[[], None]], Any],
+                 wake: Callable[[], None], next_due: Callable[[], float | None]) -> None:
+        self._later, self._wake, self._next_due = call_later, wake, next_due
+        self._when: float | None = None
+        self._call: Any = None
+
+    def at(self, when: float) -> None:
+        """Make sure the timer fires no later than *when* (``time.time()``)."""
+        if self._when is not None and self._when <= when:
+            return
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._when = when
+        self._call = self._later(max(when - time.time(), 0.0), self._fire)
+
+    def _fire(self) -> None:
+        self._when = self._call = None
+        self._wake()
+        due = self._next_due()
+        if due is not None:
+            self.at(time.time() + max(due, 0.001))
 
 
 async def sleep(delay: float) -> None:

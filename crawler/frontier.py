@@ -64,7 +64,8 @@ class ConsumerLoop:
     def __init__(
         self, consumer: KafkaConsumer, topics: list[str], *, buffer_size: int,
         commit_interval: float, deliver: Callable[[list[Record]], None],
-        call_from_thread: CallFromThread,
+        call_from_thread: CallFromThread, max_unacked: int = 0,
+        unacked: Callable[[], int] | None = None,
     ) -> None:
         self.consumer = consumer
         self.topics = topics
@@ -75,7 +76,11 @@ class ConsumerLoop:
         self.tracker = OffsetTracker()
         self.epochs: dict[Partition, int] = {}  # read by the reactor thread
         self.handed = 0  # records handed to the reactor (written here only)
-        self.taken = 0  # records taken out of the buffer (written by the reactor only)
+        self.taken = 0  # records whose lease ended or was dropped (written by the reactor)
+        self.max_unacked = max_unacked  # 0: no bound
+        self._unacked = unacked or (lambda: 0)  # read here, kept by the reactor
+        self.unacked_peak = 0  # the most unacknowledged work seen (sampled at each poll)
+        self._over = False
         self.refetched = 0  # records fetched again in the same epoch, not handed out again
         self._acks: queue.SimpleQueue[tuple[Partition, int, int]] = queue.SimpleQueue()
         self._committed: dict[Partition, int] = {}
@@ -170,7 +175,25 @@ class ConsumerLoop:
             self._shutdown()
 
     def _room(self) -> int:
-        return self.buffer_size - (self.handed - self.taken)
+        """Records that may be fetched: the records this worker holds (buffered, in the
+        engine, or parked in the buffer to wait) stay within the buffer size, and the
+        unacknowledged work within its bound."""
+        room = self.buffer_size - (self.handed - self.taken)
+        if self.max_unacked:
+            unacked = self._unacked()
+            self.unacked_peak = max(self.unacked_peak, unacked)
+            self._note_pressure(unacked >= self.max_unacked, unacked)
+            room = min(room, self.max_unacked - unacked)
+        return room
+
+    def _note_pressure(self, over: bool, unacked: int) -> None:
+        if over != self._over:
+            self._over = over
+            if over:
+                logger.warning("Fetching paused: %d requests and sends unacknowledged "
+                               "(KAFKA_MAX_UNACKED=%d)", unacked, self.max_unacked)
+            else:
+                logger.info("Fetching resumed: %d unacknowledged", unacked)
 
     def _wait_for_room(self) -> int:
         """Room in the buffer; while it is full, wait up to :data:`ROOM_WAIT` for some

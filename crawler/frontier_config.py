@@ -65,6 +65,9 @@ class FrontierConfig:
     bloom_growth: int
     local_capacity: int
     local_error_rate: float
+    seed_claims: int = 16
+    max_unacked: int = 2000
+    redis_max_connections: int = 50
     close_timeout: float = 20.0
     partition_key: Callable[[Request], bytes] = field(init=False, repr=False, compare=False)
 
@@ -129,6 +132,9 @@ class FrontierConfig:
             local_capacity=config.get_int(s, "BLOOM_LOCAL_CAPACITY", minimum=1),
             local_error_rate=config.get_float(s, "BLOOM_LOCAL_ERROR_RATE", minimum=0, maximum=0.5,
                                               exclusive_min=True),
+            seed_claims=config.get_int(s, "KAFKA_SEED_CLAIMS", minimum=1),
+            max_unacked=config.get_int(s, "KAFKA_MAX_UNACKED", minimum=1),
+            redis_max_connections=config.get_int(s, "REDIS_MAX_CONNECTIONS", minimum=2),
         )
         values.check()
         return values
@@ -137,6 +143,11 @@ class FrontierConfig:
         if self.heartbeat_interval_ms * 3 > self.session_timeout_ms:
             raise SettingError("KAFKA_HEARTBEAT_INTERVAL_MS",
                                "must be at most a third of KAFKA_SESSION_TIMEOUT_MS")
+        if self.max_unacked <= self.buffer_size:
+            raise SettingError("KAFKA_MAX_UNACKED", "must be larger than KAFKA_BUFFER_SIZE")
+        if self.redis_max_connections <= self.seed_claims:
+            raise SettingError("REDIS_MAX_CONNECTIONS", "must be larger than KAFKA_SEED_CLAIMS "
+                               "(heartbeats and the dupefilter need connections too)")
         if self.idle_timeout and self.idle_timeout < 2 * self.heartbeat_interval:
             raise SettingError("CRAWL_IDLE_TIMEOUT",
                                "must be 0 or at least twice CRAWL_HEARTBEAT_INTERVAL")

@@ -85,6 +85,7 @@ class Lease:
     lease_id: int = 0
     started: float = field(default_factory=time.monotonic)
     active: int = 0  # request objects of this lease inside the engine
+    parked: int = 0  # of those, waiting in the worker's buffer (a retry, a delay)
     scraping: bool = False  # its response reached the spider: new requests are children
     finished: bool = False
     acked: bool = False
@@ -145,8 +146,10 @@ class LeaseRegistry:
     :class:`AckBarrier` to *ack*.
     """
 
-    def __init__(self, ack: Callable[[Lease], None]) -> None:
+    def __init__(self, ack: Callable[[Lease], None],
+                 ended: Callable[[Lease], None] | None = None) -> None:
         self._ack = ack
+        self._ended = ended or (lambda _lease: None)
         self.barrier = AckBarrier(self._release)
         self._leases: dict[int, Lease] = {}
         self._by_request: dict[Any, Lease] = {}
@@ -175,6 +178,17 @@ class LeaseRegistry:
         lease.started = time.monotonic()
         self.enter(request, lease)
 
+    def park(self, request: Any, lease: Lease) -> None:
+        """*request* of *lease* (a retry, a redirect, a delayed copy) waits in the buffer."""
+        lease.parked += 1
+        lease.started = time.monotonic()  # progress: the lease timeout starts again
+        self.enter(request, lease)
+
+    def unpark(self, lease: Lease) -> None:
+        """A parked request of *lease* left the buffer for the engine."""
+        lease.parked -= 1
+        lease.started = time.monotonic()
+
     def drop(self, lease: Lease) -> None:
         """Forget a lease whose record this worker no longer owns."""
         self._leases.pop(lease.lease_id, None)
@@ -195,14 +209,18 @@ class LeaseRegistry:
             self.finish(lease)
 
     def finish(self, lease: Lease) -> None:
+        if lease.finished:
+            return
         lease.finished = True
+        self._ended(lease)
         self.barrier.finish(lease)
 
     def stuck(self, older_than: float) -> list[Lease]:
-        """Unfinished leases started more than *older_than* seconds ago."""
+        """Unfinished leases without progress for more than *older_than* seconds: none
+        of their requests waits in the buffer, and none left it since then."""
         limit = time.monotonic() - older_than
         return [x for x in self._leases.values()
-                if x.active and not x.finished and x.started < limit]
+                if x.active and not x.finished and not x.parked and x.started < limit]
 
     def _release(self, lease: Lease) -> None:
         lease.acked = True

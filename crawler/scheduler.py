@@ -31,7 +31,7 @@ from crawler.buffer import RequestBuffer
 from crawler.completion import Completion, LocalState
 from crawler.config import SettingError
 from crawler.crawlstate import CrawlState
-from crawler.delay import not_before
+from crawler.delay import Wakeup, not_before
 from crawler.dupefilter import LocalBloom, RedisBloom
 from crawler.engine_hook import on_request_left
 from crawler.frontier import ConsumerLoop, Record, Sender
@@ -39,6 +39,7 @@ from crawler.frontier_config import FrontierConfig
 from crawler.leases import Lease, LeaseRegistry
 from crawler.outbox import Outbox
 from crawler.recent import RecentFingerprints
+from crawler.seeding import SeedClaims
 
 logger = logging.getLogger(__name__)
 LEASE_KEY = "crawler_lease"
@@ -52,7 +53,7 @@ class KafkaScheduler(BaseScheduler):
         self.config = config
         self.stats = crawler.stats
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.leases = LeaseRegistry(self._ack)
+        self.leases = LeaseRegistry(self._ack, ended=self._lease_ended)
         self.barrier = self.leases.barrier
         self.buffer: RequestBuffer[Lease] = RequestBuffer()
         self.recent = RecentFingerprints(config.recent_window)
@@ -60,6 +61,8 @@ class KafkaScheduler(BaseScheduler):
         self._started = time.time()
         self._paused_by_control = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._unacked = 0  # records consumed whose lease is neither acknowledged nor dropped
+        self._holding = False  # next_request is holding back (KAFKA_MAX_UNACKED)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> KafkaScheduler:
@@ -81,7 +84,8 @@ class KafkaScheduler(BaseScheduler):
         cfg = self.config
         self.spider = spider
         self.redis = connection.redis_client(cfg.redis_url, cfg.redis_params,
-                                             connect_timeout=cfg.connect_timeout)
+                                             connect_timeout=cfg.connect_timeout,
+                                             max_connections=cfg.redis_max_connections)
         await connection.check_redis(self.redis, cfg.redis_url)
         self.bloom = RedisBloom(self.redis, f"{{{cfg.crawl_id}}}:bloom",
                                 capacity=cfg.bloom_capacity,
@@ -97,7 +101,13 @@ class KafkaScheduler(BaseScheduler):
             dead_topic=cfg.dead_topic, key_for=cfg.partition_key, encode=self._encode,
             stats=self.stats,
         )
+        self.seeds = SeedClaims(
+            spider=spider, fingerprint=self.crawler.request_fingerprinter.fingerprint,
+            state=self.state, submit=self.outbox.submit, stats=self.stats, finish=self._finish,
+            dead=self._dead, limit=cfg.seed_claims)
         self._engine_slot = on_request_left(self.crawler, self.leases.left)
+        self._wakeup = Wakeup(_call_later, self._engine_slot.nextcall.schedule,
+                              self.buffer.next_due)
         self.crawler.signals.connect(self._response_received, signals.response_received)
         self.crawler.signals.connect(self._spider_idle, signals.spider_idle)
         self.sender.start()
@@ -131,7 +141,13 @@ class KafkaScheduler(BaseScheduler):
         self.consumer = ConsumerLoop(
             consumer, [cfg.requests_topic, cfg.seeds_topic], buffer_size=cfg.buffer_size,
             commit_interval=cfg.commit_interval, deliver=self._on_records,
-            call_from_thread=reactor_call)
+            call_from_thread=reactor_call, max_unacked=cfg.max_unacked,
+            unacked=self.unacked_work)
+
+    def unacked_work(self) -> int:
+        """Leases not yet acknowledged plus follow-up sends not yet acknowledged (read by
+        the consumer thread: consumption pauses above ``KAFKA_MAX_UNACKED``)."""
+        return self._unacked + self.barrier.pending_ops
 
     def close(self, reason: str) -> Deferred[None]:
         return deferred_from_coro(self._close(reason))
@@ -166,7 +182,7 @@ class KafkaScheduler(BaseScheduler):
     def enqueue_request(self, request: Request) -> bool:
         lease = self.leases.live(request.meta.get(LEASE_KEY))
         if lease is not None:  # a retry or redirect of a leased request: it keeps the lease
-            self.leases.enter(request, lease)
+            self.leases.park(request, lease)
             self._push(request, lease, not_before(request))
             self.stats.inc_value("frontier/continued")
             return True
@@ -177,41 +193,51 @@ class KafkaScheduler(BaseScheduler):
         return self.outbox.submit(request, fingerprint, filtered=not request.dont_filter)
 
     def next_request(self) -> Request | None:
+        if self._held_back():
+            return None
         while (item := self.buffer.pop()) is not None:
             request, lease = item
-            if lease.active == 0:  # a fresh record from the buffer
+            if lease.active:  # a parked retry, redirect or delayed copy
+                self.leases.unpark(lease)
+                return request
+            if not self.consumer.current(lease.tp, lease.epoch):
                 self.consumer.taken += 1
-                if not self.consumer.current(lease.tp, lease.epoch):
-                    self.leases.drop(lease)
-                    self.stats.inc_value("frontier/stale_dropped")
-                    continue
-                self.leases.start(request, lease)
+                self.leases.drop(lease)
+                self._unacked -= 1
+                self.stats.inc_value("frontier/stale_dropped")
+                continue
+            self.leases.start(request, lease)
             return request
         return None
 
+    def _held_back(self) -> bool:
+        """Whether unacknowledged work is at ``KAFKA_MAX_UNACKED``: the engine gets no new
+        request (nor does the consumer fetch) until acknowledgements bring it down."""
+        self._holding = self.unacked_work() >= self.config.max_unacked
+        return self._holding
+
     def _push(self, request: Request, lease: Lease, not_before: float | None = None) -> None:
         self.buffer.push(request, lease, not_before)
-        if not_before is not None and (wait := not_before - time.time()) > 0:
+        if not_before is not None and not_before > time.time():
             # wake the engine when this request is due, not when something else happens
-            _call_later(wait, self._engine_slot.nextcall.schedule)
+            self._wakeup.at(not_before)
 
     # -- records in ---------------------------------------------------------
     def _on_records(self, records: list[Record]) -> None:
+        self._unacked += len(records)
         for record in records:
             self.stats.inc_value("frontier/consumed")
             lease = Lease(record.topic, record.partition, record.offset, record.epoch)
             if record.topic == self.config.seeds_topic:
-                self.consumer.taken += 1
-                self._take_seed(record, lease)
+                if (claim := self.seeds.take(record, lease)) is not None:
+                    self._spawn(claim)
                 continue
             try:
                 request = codec.decode_request(record.value, self.spider)
             except codec.CodecError as exc:
-                self.consumer.taken += 1
                 self._dead(record, lease, str(exc))
                 continue
             if self._raced_copy(request, record):
-                self.consumer.taken += 1
                 self._finish(lease)
                 continue
             request.meta[LEASE_KEY] = self.leases.register(lease, request)
@@ -229,25 +255,6 @@ class KafkaScheduler(BaseScheduler):
             self.stats.inc_value("frontier/raced_copies_dropped")
             return True
         return False
-
-    def _take_seed(self, record: Record, lease: Lease) -> None:
-        try:
-            request = codec.decode_seed(record.value, self.spider)
-        except codec.CodecError as exc:
-            self._dead(record, lease, str(exc))
-            return
-        self._spawn(self._seed(request, record, lease))
-
-    async def _seed(self, request: Request, record: Record, lease: Lease) -> None:
-        fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
-        record_id = f"{record.topic}:{record.partition}:{record.offset}"
-        claimed = await self.state.claim_seed(fingerprint.hex(), record_id)
-        if claimed or request.dont_filter:
-            self.outbox.submit(request, fingerprint, filtered=not request.dont_filter)
-            self.stats.inc_value("frontier/seeds_taken")
-        else:
-            self.stats.inc_value("frontier/seeds_duplicate")
-        self._finish(lease)
 
     def _dead(self, record: Record, lease: Lease, reason: str) -> None:
         source = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
@@ -284,9 +291,15 @@ class KafkaScheduler(BaseScheduler):
     def _finish(self, lease: Lease) -> None:
         self.leases.finish(lease)
 
+    def _lease_ended(self, _lease: Lease) -> None:
+        self.consumer.taken += 1  # its record no longer takes room in the buffer
+
     def _ack(self, lease: Lease) -> None:
         self.consumer.ack(lease.tp, lease.offset, lease.epoch)
+        self._unacked -= 1
         self.stats.inc_value("frontier/acked")
+        if self._holding and not self._held_back():
+            self._engine_slot.nextcall.schedule()
 
     # -- crawl completion ---------------------------------------------------
     def _spider_idle(self, spider: Spider) -> None:
@@ -310,12 +323,15 @@ class KafkaScheduler(BaseScheduler):
         stat = self.stats.get_value
         info = {"leases": self.leases.in_engine, "buffered": len(self.buffer),
                 "delayed": self.buffer.delayed, "acked": stat("frontier/acked", 0),
+                "unacked": self.unacked_work(),
+                "held": self.consumer.handed - self.consumer.taken,
                 "pid": os.getpid(), "host": socket.gethostname(), "spider": self.spider.name,
                 "crawl_id": self.config.crawl_id, "started": self._started,
                 "pages": stat("response_received_count", 0),
                 "items": stat("item_scraped_count", 0), "metrics_port": stat("metrics/port"),
                 "lag_by_partition": snap.get("lag_by_partition", {})}
         self._publish_lag(info["lag_by_partition"])
+        self.stats.max_value("frontier/unacked_peak", self.consumer.unacked_peak)
         return LocalState(self.local_idle(), snap["assigned"], snap["lag"], info)
 
     def _publish_lag(self, lag: dict[str, int | None]) -> None:
@@ -369,7 +385,7 @@ def _reactor_call() -> Any:
     return reactor.callFromThread  # type: ignore[attr-defined]
 
 
-def _call_later(delay: float, func: Any, *args: Any) -> None:
+def _call_later(delay: float, func: Any, *args: Any) -> Any:
     from twisted.internet import reactor
 
-    reactor.callLater(delay, func, *args)  # type: ignore[attr-defined,arg-type]
+    return reactor.callLater(delay, func, *args)  # type: ignore[attr-defined,arg-type]

@@ -1,0 +1,64 @@
+"""Seed records of ``<CRAWL_ID>.seeds``: claimed in Redis, at most a few at a time.
+
+A seed record becomes a request only if its claim in Redis wins (the first record of a
+URL wins, and so does the same record delivered again: see
+:meth:`crawler.crawlstate.CrawlState.claim_seed`). A seed file of 50,000 lines arrives
+as fast as the broker can deliver it, so claims run under a bound
+(``KAFKA_SEED_CLAIMS``), and a record counts against the worker's buffer
+(``KAFKA_BUFFER_SIZE``) until its lease ends: the rest of the file waits in the
+broker, not in memory, and the Redis pool is never exhausted by claims.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from scrapy import Request, Spider
+
+from crawler import codec
+from crawler.frontier import Record
+from crawler.leases import Lease
+
+
+class SeedClaims:
+    """Turn seed records into requests, under a bound of concurrent claims."""
+
+    def __init__(
+        self, *, spider: Spider, fingerprint: Callable[[Request], bytes], state: Any,
+        submit: Callable[..., bool], stats: Any, finish: Callable[[Lease], None],
+        dead: Callable[[Record, Lease, str], None], limit: int,
+    ) -> None:
+        self.spider, self.fingerprint, self.state = spider, fingerprint, state
+        self.submit, self.stats, self.finish, self.dead = submit, stats, finish, dead
+        self._slots = asyncio.Semaphore(limit)
+        self.pending = 0  # seed records received and not yet claimed or refused
+
+    def take(self, record: Record, lease: Lease) -> Any | None:
+        """A coroutine that claims *record*'s seed, or None if the record is invalid."""
+        try:
+            request = codec.decode_seed(record.value, self.spider)
+        except codec.CodecError as exc:
+            self.dead(record, lease, str(exc))
+            return None
+        self.pending += 1
+        return self._claim(request, record, lease)
+
+    async def _claim(self, request: Request, record: Record, lease: Lease) -> None:
+        try:
+            async with self._slots:
+                await self._claim_one(request, record, lease)
+        finally:
+            self.pending -= 1
+
+    async def _claim_one(self, request: Request, record: Record, lease: Lease) -> None:
+        fingerprint = self.fingerprint(request)
+        record_id = f"{record.topic}:{record.partition}:{record.offset}"
+        claimed = await self.state.claim_seed(fingerprint.hex(), record_id)
+        if claimed or request.dont_filter:
+            self.submit(request, fingerprint, filtered=not request.dont_filter)
+            self.stats.inc_value("frontier/seeds_taken")
+        else:
+            self.stats.inc_value("frontier/seeds_duplicate")
+        self.finish(lease)
