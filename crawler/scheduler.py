@@ -26,7 +26,7 @@ from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
-from crawler import codec, connection
+from crawler import codec, connection, frontier_clients
 from crawler.buffer import RequestBuffer
 from crawler.completion import Completion, LocalState
 from crawler.config import SettingError
@@ -34,7 +34,7 @@ from crawler.crawlstate import CrawlState
 from crawler.delay import Wakeup, not_before
 from crawler.dupefilter import LocalBloom, RedisBloom
 from crawler.engine_hook import on_request_left
-from crawler.frontier import ConsumerLoop, Record, Sender
+from crawler.frontier import Record
 from crawler.frontier_config import FrontierConfig
 from crawler.leases import Lease, LeaseRegistry
 from crawler.outbox import Outbox
@@ -106,7 +106,7 @@ class KafkaScheduler(BaseScheduler):
             state=self.state, submit=self.outbox.submit, stats=self.stats, finish=self._finish,
             dead=self._dead, limit=cfg.seed_claims)
         self._engine_slot = on_request_left(self.crawler, self.leases.left)
-        self._wakeup = Wakeup(_call_later, self._engine_slot.nextcall.schedule,
+        self._wakeup = Wakeup(frontier_clients.call_later, self._engine_slot.nextcall.schedule,
                               self.buffer.next_due)
         self.crawler.signals.connect(self._response_received, signals.response_received)
         self.crawler.signals.connect(self._spider_idle, signals.spider_idle)
@@ -121,28 +121,10 @@ class KafkaScheduler(BaseScheduler):
                     cfg.crawl_id, self.worker, cfg.requests_topic, self._partitions[0])
 
     def _connect_kafka(self) -> None:
-        cfg = self.config
-        counts = connection.ensure_topics(
-            cfg.bootstrap, {t: cfg.partitions for t in cfg.topics},
-            replication=cfg.replication, connect_timeout=cfg.connect_timeout)
-        self._partitions = (counts[cfg.requests_topic], counts[cfg.seeds_topic])
-        self.all_partitions = {f"{t}:{p}" for t in (cfg.requests_topic, cfg.seeds_topic)
-                               for p in range(counts[t])}
-        producer = connection.kafka_producer(cfg.bootstrap, connect_timeout=cfg.connect_timeout,
-                                             linger_ms=cfg.linger_ms, client_id=self.worker)
-        reactor_call = _reactor_call()
-        self.sender = Sender(producer, call_from_thread=reactor_call, call_later=_call_later,
-                             backoff=cfg.send_backoff, backoff_max=cfg.send_backoff_max)
-        consumer = connection.kafka_consumer(
-            cfg.bootstrap, group_id=cfg.group_id, connect_timeout=cfg.connect_timeout,
-            client_id=self.worker, session_timeout_ms=cfg.session_timeout_ms,
-            heartbeat_interval_ms=cfg.heartbeat_interval_ms,
-            max_poll_interval_ms=cfg.max_poll_interval_ms)
-        self.consumer = ConsumerLoop(
-            consumer, [cfg.requests_topic, cfg.seeds_topic], buffer_size=cfg.buffer_size,
-            commit_interval=cfg.commit_interval, deliver=self._on_records,
-            call_from_thread=reactor_call, max_unacked=cfg.max_unacked,
-            unacked=self.unacked_work)
+        clients = frontier_clients.connect(self.config, self.worker, self._on_records,
+                                           self.unacked_work)
+        self.sender, self.consumer = clients.sender, clients.consumer
+        self._partitions, self.all_partitions = clients.partitions, clients.all_partitions
 
     def unacked_work(self) -> int:
         """Leases not yet acknowledged plus follow-up sends not yet acknowledged (read by
@@ -377,15 +359,3 @@ class KafkaScheduler(BaseScheduler):
             self.crawler.engine.unpause()
         self._closer = asyncio.ensure_future(
             self.crawler.engine.close_spider_async(reason=reason))
-
-
-def _reactor_call() -> Any:
-    from twisted.internet import reactor
-
-    return reactor.callFromThread  # type: ignore[attr-defined]
-
-
-def _call_later(delay: float, func: Any, *args: Any) -> Any:
-    from twisted.internet import reactor
-
-    return reactor.callLater(delay, func, *args)  # type: ignore[attr-defined,arg-type]

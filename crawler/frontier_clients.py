@@ -1,0 +1,57 @@
+"""The Kafka clients of one worker's frontier, built (blocking) off the reactor thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from crawler import connection
+from crawler.frontier import ConsumerLoop, Record, Sender
+from crawler.frontier_config import FrontierConfig
+
+
+@dataclass(frozen=True)
+class KafkaClients:
+    sender: Sender
+    consumer: ConsumerLoop
+    partitions: tuple[int, int]  # of the requests topic and of the seeds topic
+    all_partitions: set[str]  # "<topic>:<partition>" of both
+
+
+def connect(cfg: FrontierConfig, worker: str, deliver: Callable[[list[Record]], None],
+            unacked: Callable[[], int]) -> KafkaClients:
+    """Create the crawl's topics if needed, then its producer and its consumer loop.
+
+    Blocking: call it from a thread."""
+    counts = connection.ensure_topics(
+        cfg.bootstrap, {t: cfg.partitions for t in cfg.topics},
+        replication=cfg.replication, connect_timeout=cfg.connect_timeout)
+    topics = (cfg.requests_topic, cfg.seeds_topic)
+    producer = connection.kafka_producer(cfg.bootstrap, connect_timeout=cfg.connect_timeout,
+                                         linger_ms=cfg.linger_ms, client_id=worker)
+    sender = Sender(producer, call_from_thread=reactor_call(), call_later=call_later,
+                    backoff=cfg.send_backoff, backoff_max=cfg.send_backoff_max)
+    consumer = connection.kafka_consumer(
+        cfg.bootstrap, group_id=cfg.group_id, connect_timeout=cfg.connect_timeout,
+        client_id=worker, session_timeout_ms=cfg.session_timeout_ms,
+        heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+        max_poll_interval_ms=cfg.max_poll_interval_ms)
+    loop = ConsumerLoop(
+        consumer, list(topics), buffer_size=cfg.buffer_size,
+        commit_interval=cfg.commit_interval, deliver=deliver,
+        call_from_thread=reactor_call(), max_unacked=cfg.max_unacked, unacked=unacked)
+    return KafkaClients(sender, loop, (counts[topics[0]], counts[topics[1]]),
+                        {f"{t}:{p}" for t in topics for p in range(counts[t])})
+
+
+def reactor_call() -> Any:
+    from twisted.internet import reactor
+
+    return reactor.callFromThread  # type: ignore[attr-defined]
+
+
+def call_later(delay: float, func: Any, *args: Any) -> Any:
+    from twisted.internet import reactor
+
+    return reactor.callLater(delay, func, *args)  # type: ignore[attr-defined,arg-type]
