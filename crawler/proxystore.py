@@ -7,7 +7,16 @@
 * ``{<CRAWL_ID>}:proxy:seeded`` — the addresses the settings have ever added, so a
   worker starting later does not bring back a proxy an operator removed;
 * ``{<CRAWL_ID>}:proxy:health`` — a hash: credential-free proxy id -> JSON
-  :class:`~crawler.proxypool.Health`.
+  :class:`~crawler.proxypool.Health`;
+* ``{<CRAWL_ID>}:proxy:none`` — the tombstone: while it exists, a missing members set
+  means "no proxy, on purpose".
+
+Redis has no empty set: removing the last member deletes the key, as do ``FLUSHALL``,
+a restart without persistence and an eviction. So a members set that is missing while
+this worker knows proxies is taken for lost state, unless the tombstone says otherwise:
+the worker keeps its last known set, writes it back (once, atomically, if the set is
+still missing) and logs it once. An operator empties the pool with ``SET
+{<CRAWL_ID>}:proxy:none 1`` first, then ``DEL`` (or ``SREM``); ``SADD`` fills it again.
 
 Each worker applies its observations to its local view at once and queues them. A
 sync (every ``PROXY_REFRESH_INTERVAL`` seconds, and at once after a ban) is one Lua
@@ -59,7 +68,16 @@ for i = 1, #ARGV, 3 do
     table.insert(conflicts, ARGV[i])
   end
 end
-return {conflicts, redis.call('SMEMBERS', KEYS[1]), redis.call('HGETALL', KEYS[2])}
+return {conflicts, redis.call('SMEMBERS', KEYS[1]), redis.call('HGETALL', KEYS[2]),
+        redis.call('EXISTS', KEYS[3])}
+"""
+# KEYS[1]: members, KEYS[2]: tombstone; ARGV: the last known members
+_RESTORE = """
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
+  return 0
+end
+for i = 1, #ARGV do redis.call('SADD', KEYS[1], ARGV[i]) end
+return #ARGV
 """
 
 Observation = tuple[str, Outcome, float | None, float]  # id, outcome, latency, time
@@ -154,8 +172,12 @@ class RedisProxyStore(ProxyStore):
         self.members_key = f"{{{crawl_id}}}:proxies"
         self.seeded_key = f"{{{crawl_id}}}:proxy:seeded"
         self.health_key = f"{{{crawl_id}}}:proxy:health"
+        self.tombstone_key = f"{{{crawl_id}}}:proxy:none"
         self._seed_script = client.register_script(_SEED)
         self._sync_script = client.register_script(_SYNC)
+        self._restore_script = client.register_script(_RESTORE)
+        self.lost = 0  # times the members set was found lost and the last known set kept
+        self._lost_now = False
         self._pending: list[Observation] = []
         self._raw: dict[str, str] = {}  # the records as last read
         self._bad_members = 0
@@ -193,7 +215,11 @@ class RedisProxyStore(ProxyStore):
         async with self._lock:
             batch, self._pending = self._pending, []
             try:
-                members = await self._exchange(batch)
+                members, emptied = await self._exchange(batch)
+                if not members and not emptied and self.pool.proxies:
+                    members = await self._keep_lost()
+                else:
+                    self._lost_now = False
             except BaseException:
                 self._pending[:0] = batch
                 del self._pending[:-MAX_PENDING]
@@ -202,6 +228,21 @@ class RedisProxyStore(ProxyStore):
             self._set_members(members)
             for proxy_id, outcome, latency, at in self._pending:  # made during the round trip
                 self.pool.observe(proxy_id, outcome, latency, at=at)
+
+    async def _keep_lost(self) -> list[str]:
+        """The members set is missing and no tombstone says why: keep the last known set."""
+        known = sorted(p.url for p in self.pool.proxies.values())
+        restored = await self._restore_script(keys=[self.members_key, self.tombstone_key],
+                                              args=known)
+        if not self._lost_now:
+            self._lost_now = True
+            self.lost += 1
+            logger.warning(
+                "The proxy set %s is missing from Redis (FLUSHALL, a restart without "
+                "persistence, an eviction or a DEL?): keeping the last known %d proxies%s. "
+                "To empty the pool on purpose, SET %s 1 first", self.members_key, len(known),
+                " and writing them back" if restored else "", self.tombstone_key)
+        return known
 
     def _set_members(self, addresses: list[str]) -> None:
         proxies, bad = parse_members(addresses)
@@ -219,7 +260,9 @@ class RedisProxyStore(ProxyStore):
         finally:
             await self.client.aclose()
 
-    async def _exchange(self, batch: list[Observation]) -> list[str]:
+    async def _exchange(self, batch: list[Observation]) -> tuple[list[str], bool]:
+        """Write *batch*, read everything; returns the members and whether the
+        tombstone exists."""
         todo: dict[str, list[Observation]] = {}
         for observation in batch:
             todo.setdefault(observation[0], []).append(observation)
@@ -228,15 +271,15 @@ class RedisProxyStore(ProxyStore):
             for proxy_id, observations in todo.items():
                 old = self._raw.get(proxy_id, "")
                 args += [proxy_id, old, self._updated(old, observations).to_json()]
-            conflicts, members, flat = await self._sync_script(
-                keys=[self.members_key, self.health_key], args=args)
+            conflicts, members, flat, emptied = await self._sync_script(
+                keys=[self.members_key, self.health_key, self.tombstone_key], args=args)
             self._raw = {_text(k): _text(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
             todo = {i: todo[i] for i in map(_text, conflicts)}
             if not todo:
                 break
         if todo:  # lost every race: keep them for the next sync
             self._pending[:0] = [o for observations in todo.values() for o in observations]
-        return [_text(m) for m in members]
+        return [_text(m) for m in members], bool(emptied)
 
     def _updated(self, old: str, observations: list[Observation]) -> Health:
         health = _health(old)

@@ -26,6 +26,7 @@ from crawler.connection import ServiceUnavailable
 from crawler.delay import delayed, scheduler_delays, sleep
 from crawler.proxypool import BanPolicy, Outcome, Proxy, State
 from crawler.proxystore import ProxyStore, seed_proxies
+from crawler.redis_retry import RedisRetry
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -61,7 +62,8 @@ class ProxyPoolMiddleware:
         self._tasks: set[asyncio.Task[None]] = set()
         self._kick_again = False
         self._kicking: asyncio.Task[None] | None = None
-        self._alerted = self._sync_warned = float("-inf")
+        self._alerted = float("-inf")
+        self._sync_retry = RedisRetry("proxy pool sync (using this worker's view meanwhile)")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -238,6 +240,8 @@ class ProxyPoolMiddleware:
     def _gauges(self) -> None:
         for state, count in self.pool.counts().items():
             self.stats.set_value(f"proxy/pool/{state.value}", count)
+        if lost := getattr(self.store, "lost", 0):
+            self.stats.set_value("proxy/state_lost", lost)
 
     # -- shared store -------------------------------------------------------
     async def _refresh_loop(self) -> None:
@@ -249,12 +253,10 @@ class ProxyPoolMiddleware:
         before = set(self.pool.proxies)
         try:
             await self.store.sync()
-        except Exception as exc:
-            if time.monotonic() - self._sync_warned >= ALERT_EVERY:
-                self._sync_warned = time.monotonic()
-                logger.warning("Proxy pool: cannot sync with the shared store (%s); "
-                               "using this worker's view", exc)
+        except Exception as exc:  # logged once per stall (and per minute), or once if fatal
+            self._sync_retry.failed(exc)
             return
+        self._sync_retry.succeeded()
         added, removed = set(self.pool.proxies) - before, before - set(self.pool.proxies)
         if added or removed:
             logger.info("Proxy pool edited: added %s; removed %s",
