@@ -5,6 +5,13 @@ buffered, in flight or being sent). The crawl is drained when every live worker
 is idle, their partitions together cover every partition of the crawl's
 topics, and the summed lag is zero (delivery trap 7: zero lag alone is not
 enough). Workers exit once that has held for ``CRAWL_IDLE_TIMEOUT`` seconds.
+
+Freshness is judged on Redis's clock only: a heartbeat is stamped with ``TIME``
+inside the script that writes it, and readers compare it with ``TIME`` read in the
+same transaction as the hash. The clocks of the worker hosts never meet, so a
+skewed host is neither shown lost nor forgotten (:func:`stale_after` is the one
+rule for "lost"). A heartbeat of an older writer, stamped with its own clock, is
+judged by when the reader saw it change (:class:`HeartbeatClock`).
 """
 
 from __future__ import annotations
@@ -12,11 +19,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+
+from crawler.redis_retry import RedisRetry
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +35,7 @@ class WorkerState:
     idle: bool
     assigned: list[str]
     lag: int | None
-    ts: float
+    ts: float  # Redis time of the heartbeat
     info: dict[str, Any]
 
 
@@ -51,6 +59,12 @@ def is_drained(states: list[WorkerState], partitions: set[str]) -> tuple[bool, s
     return True, "drained"
 
 
+def stale_after(heartbeat_interval: float, session_timeout_ms: int) -> float:
+    """Seconds (Redis time) without a heartbeat after which a worker is lost: three
+    missed beats, and never before Kafka itself gives its partitions away."""
+    return max(3 * heartbeat_interval, session_timeout_ms / 1000 + 1)
+
+
 _CLAIM = """
 local owner = redis.call('GET', KEYS[1])
 if not owner then
@@ -60,11 +74,67 @@ end
 if owner == ARGV[1] then return 1 end
 return 0
 """
-
+# ARGV[2] is the heartbeat's JSON object without its opening brace
+_BEAT = """
+local t = redis.call('TIME')
+local now = string.format('%d.%06d', t[1], t[2])
+redis.call('HSET', KEYS[1], ARGV[1], '{"ts":' .. now .. ',"clock":"redis",' .. ARGV[2])
+return now
+"""
 
 CONTROLS = ("pause", "resume", "stop")
 STOP_TTL_MS = 30_000  # every live worker reads the control key once per heartbeat
 FORGET_AFTER = 600.0  # seconds a silent worker stays listed (as lost) in the heartbeat hash
+REDIS_CLOCK = "redis"  # the "clock" field of a heartbeat stamped by Redis
+
+
+async def server_time(client: aioredis.Redis) -> float:
+    """Redis's clock, in seconds since the epoch."""
+    seconds, micros = await client.time()
+    return seconds + micros / 1e6
+
+
+async def read_heartbeats(client: aioredis.Redis, key: str) -> tuple[float, dict[Any, Any]]:
+    """Redis's clock and the heartbeat hash *key*, read in one transaction."""
+    async with client.pipeline(transaction=True) as pipe:
+        pipe.time()
+        pipe.hgetall(key)
+        (seconds, micros), raw = await pipe.execute()
+    return seconds + micros / 1e6, raw
+
+
+class HeartbeatClock:
+    """When each heartbeat was written, on Redis's clock.
+
+    A heartbeat stamped by Redis carries it in ``ts``. One written by an older
+    version carries its writer's clock, which is not trusted: it counts as written
+    when this reader saw its value change, and at first sight at its own ``ts`` if
+    that is not in the future. Such an entry is forgotten only once this reader has
+    watched it unchanged for ``FORGET_AFTER`` seconds.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[Any, float, float]] = {}  # value, written, unchanged since
+
+    def written_at(self, worker: str, raw: Any, doc: dict[str, Any], now: float) -> float:
+        if doc.get("clock") == REDIS_CLOCK:
+            return float(doc["ts"])
+        seen = self._seen.get(worker)
+        if seen is None:
+            seen = (raw, min(now, float(doc.get("ts") or now)), now)
+        elif seen[0] != raw:
+            seen = (raw, now, now)
+        self._seen[worker] = seen
+        return seen[1]
+
+    def silent_for(self, worker: str, doc: dict[str, Any], now: float) -> float:
+        """Seconds the heartbeat is known not to have changed (call after written_at)."""
+        if doc.get("clock") == REDIS_CLOCK:
+            return now - float(doc["ts"])
+        return now - self._seen[worker][2]
+
+    def forget(self, worker: str) -> None:
+        self._seen.pop(worker, None)
 
 
 class CrawlState:
@@ -72,66 +142,69 @@ class CrawlState:
 
     def __init__(self, client: aioredis.Redis, crawl_id: str, *, stale_after: float) -> None:
         self.client = client
+        self.crawl_id = crawl_id
         self.key = f"{{{crawl_id}}}:workers"
         self.finished_key = f"{{{crawl_id}}}:finished"
         self.claim_prefix = f"{{{crawl_id}}}:seed:"
         self.control_key = f"{{{crawl_id}}}:control"
         self._claim = client.register_script(_CLAIM)
+        self._beat = client.register_script(_BEAT)
         self.stale_after = stale_after
+        self.clock = HeartbeatClock()
+        self.retry = RedisRetry("seed claims")
 
     async def beat(self, worker: str, *, idle: bool, assigned: list[str], lag: int | None,
-                   info: dict[str, Any]) -> None:
-        doc = {"idle": idle, "assigned": assigned, "lag": lag, "ts": time.time(), "info": info}
-        await self.client.hset(self.key, worker, json.dumps(doc))
+                   info: dict[str, Any]) -> float:
+        """Write this worker's heartbeat, stamped by Redis; returns Redis's time."""
+        body = json.dumps({"idle": idle, "assigned": assigned, "lag": lag, "info": info})
+        return float(_text(await self._beat(keys=[self.key], args=[worker, body[1:]])))
 
     async def workers(self) -> list[WorkerState]:
-        """The workers whose heartbeat is fresh.
+        """The workers whose heartbeat is fresh (on Redis's clock).
 
         A silent worker's entry is kept for ``FORGET_AFTER`` seconds, so that
         ``scrapy cluster status`` and the node-silent alert can show it as lost.
         """
-        raw = await self.client.hgetall(self.key)
-        now = time.time()
+        now, raw = await read_heartbeats(self.client, self.key)
         fresh: list[WorkerState] = []
         stale: list[str] = []
         for name, value in raw.items():
+            worker = _text(name)
             try:
                 doc = json.loads(value)
-                state = WorkerState(_text(name), bool(doc["idle"]), list(doc["assigned"]),
-                                    doc["lag"], float(doc["ts"]), dict(doc.get("info", {})))
+                state = WorkerState(worker, bool(doc["idle"]), list(doc["assigned"]),
+                                    doc["lag"], self.clock.written_at(worker, value, doc, now),
+                                    dict(doc.get("info", {})))
             except (ValueError, KeyError, TypeError):
-                stale.append(_text(name))
+                stale.append(worker)
                 continue
             if now - state.ts <= self.stale_after:
                 fresh.append(state)
-            elif now - state.ts > FORGET_AFTER:
-                stale.append(state.worker)
+            elif self.clock.silent_for(worker, doc, now) > FORGET_AFTER:
+                stale.append(worker)
         if stale:
             await self.client.hdel(self.key, *stale)
+            for worker in stale:
+                self.clock.forget(worker)
         return fresh
-
-    async def mark_finished(self, ttl: float) -> None:
-        """Tell the other workers that the crawl was seen drained for the idle timeout."""
-        await self.client.set(self.finished_key, str(time.time()), px=max(int(ttl * 1000), 1000))
-
-    async def finished_at(self) -> float | None:
-        """When a worker last saw the crawl drained for the idle timeout, if recently."""
-        value = await self.client.get(self.finished_key)
-        return float(value) if value is not None else None
 
     async def claim_seed(self, fingerprint: str, record: str, ttl: float = 86400.0) -> bool:
         """Whether seed *record* may seed *fingerprint*: the first record to ask wins.
 
         The same record asking again (a redelivery after a crash) wins again, so
         a seed is neither lost nor seeded twice by concurrent copies of itself.
+        A Redis error is retried for ever (the seed waits, its record unacknowledged);
+        one that cannot succeed by waiting is logged as such.
         """
         keys = [self.claim_prefix + fingerprint]
         while True:
             try:
-                return bool(await self._claim(keys=keys, args=[record, int(ttl * 1000)]))
-            except Exception as exc:  # Redis outage: the seed waits, its record unacknowledged
-                logger.warning("Cannot claim a seed yet, retrying: %s", exc)
-                await asyncio.sleep(1.0)
+                claimed = bool(await self._claim(keys=keys, args=[record, int(ttl * 1000)]))
+            except Exception as exc:
+                await asyncio.sleep(self.retry.failed(exc))
+                continue
+            self.retry.succeeded()
+            return claimed
 
     async def set_control(self, command: str) -> None:
         """``pause``, ``resume`` or ``stop`` every worker of the crawl (``scrapy cluster``)."""

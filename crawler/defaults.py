@@ -40,6 +40,7 @@ KAFKA_MAX_UNACKED = 2000  # leases + follow-up sends not yet acknowledged; above
 # --- crawl lifecycle ---
 CRAWL_IDLE_TIMEOUT = 30.0  # seconds the whole crawl must be drained before workers exit; 0 = never
 CRAWL_HEARTBEAT_INTERVAL = 1.0  # seconds between worker heartbeats in Redis
+CRAWL_STATE_TTL = 604800.0  # seconds a finished crawl's Redis keys live (7 days); 0 = for ever
 
 # --- Redis Bloom dupefilter ---
 BLOOM_CAPACITY = 10_000_000  # fingerprints the first slice holds at BLOOM_ERROR_RATE

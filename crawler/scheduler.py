@@ -26,7 +26,7 @@ from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
-from crawler import codec, connection, frontier_clients
+from crawler import codec, connection, crawllife, frontier_clients
 from crawler.buffer import RequestBuffer
 from crawler.completion import Completion, LocalState
 from crawler.config import SettingError
@@ -83,6 +83,7 @@ class KafkaScheduler(BaseScheduler):
     async def _open(self, spider: Spider) -> None:
         cfg = self.config
         self.spider = spider
+        state_ttl = crawllife.state_ttl(self.crawler.settings)  # validated before any I/O
         self.redis = connection.redis_client(cfg.redis_url, cfg.redis_params,
                                              connect_timeout=cfg.connect_timeout,
                                              max_connections=cfg.redis_max_connections)
@@ -115,7 +116,8 @@ class KafkaScheduler(BaseScheduler):
         self.completion = Completion(
             self.state, self.worker, partitions=self.all_partitions,
             idle_timeout=cfg.idle_timeout, interval=cfg.heartbeat_interval,
-            local=self._local_state, close=self._close_finished, control=self._control)
+            local=self._local_state, close=self._close_finished, control=self._control,
+            state_ttl=state_ttl)
         self._spawn(self.completion.run())
         logger.info("Kafka frontier open: crawl %s, worker %s, topics %s (%d partitions)",
                     cfg.crawl_id, self.worker, cfg.requests_topic, self._partitions[0])

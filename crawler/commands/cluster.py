@@ -9,6 +9,8 @@ reads at its next heartbeat: ``pause`` stops new downloads (in-flight ones finis
 not finished stays in Kafka for the next run of the same ``CRAWL_ID``.
 ``dashboard [CRAWL_ID] [--port P]`` serves the status as a live web page and
 ``/api/status`` on 127.0.0.1 (:mod:`crawler.dashboard`; ``--port 0``: a free port).
+``purge CRAWL_ID --yes`` removes every Redis key and Kafka topic of a crawl that has no
+live worker (:mod:`crawler.crawllife`); without ``--yes`` it only lists them.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import argparse
 import asyncio
 import json
 import sys
-import time
 from dataclasses import asdict
 from functools import partial
 from typing import Any, ClassVar
@@ -28,12 +29,12 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
-from crawler import clusterview, config, connection, dashboard
+from crawler import clusterview, config, connection, crawllife, crawlstate, dashboard
 from crawler.clusterview import RateTracker, Snapshot
-from crawler.crawlstate import CrawlState
+from crawler.crawlstate import CrawlState, HeartbeatClock
 from crawler.dupefilter import RedisBloom
 
-ACTIONS = ("status", "pause", "resume", "stop", "dashboard")
+ACTIONS = ("status", "pause", "resume", "stop", "dashboard", "purge")
 CLEAR = "\033[H\033[2J"
 DASHBOARD_PORT = 8765
 
@@ -44,7 +45,8 @@ class Command(ScrapyCommand):
     default_settings: ClassVar[dict[str, Any]] = {"LOG_LEVEL": "WARNING"}
 
     def syntax(self) -> str:
-        return "status|pause|resume|stop|dashboard [CRAWL_ID] [--json] [--watch] [--port P]"
+        return ("status|pause|resume|stop|dashboard|purge [CRAWL_ID] [--json] [--watch] "
+                "[--port P] [--yes]")
 
     def short_desc(self) -> str:
         return "Show the state of a distributed crawl (nodes, progress, lag, dedup, proxies)"
@@ -58,12 +60,16 @@ class Command(ScrapyCommand):
         parser.add_argument("--port", dest="port", type=int, default=DASHBOARD_PORT,
                             help=f"dashboard: port on 127.0.0.1 (default {DASHBOARD_PORT}; "
                                  "0: a free port)")
+        parser.add_argument("--yes", dest="yes", action="store_true",
+                            help="purge: really remove the crawl's keys and topics")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args or args[0] not in ACTIONS:
             raise UsageError(f"name an action: {', '.join(ACTIONS)}")
         if len(args) > 2:
             raise UsageError(f"{args[0]} takes at most one CRAWL_ID")
+        if args[0] == "purge" and len(args) < 2:
+            raise UsageError("purge needs the CRAWL_ID on the command line")
         settings = self.settings
         assert settings is not None
         crawl = _crawl_id(settings, args[1] if len(args) > 1 else "")
@@ -72,7 +78,7 @@ class Command(ScrapyCommand):
             _fail("REDIS_URL is not set (setting or environment): cannot read the crawl state")
             self.exitcode = 1
             return
-        actions = {"status": _status, "dashboard": _dashboard}
+        actions = {"status": _status, "dashboard": _dashboard, "purge": _purge}
         action = actions.get(args[0], partial(_control, args[0]))
         try:
             self.exitcode = asyncio.run(action(settings, url, crawl, opts))
@@ -101,21 +107,25 @@ class Reader:
     def __init__(self, client: aioredis.Redis, url: str, crawl: str, bloom: RedisBloom) -> None:
         self.client, self.url, self.crawl, self.bloom = client, url, crawl, bloom
         self.prefix = f"{{{crawl}}}"
+        self.clock = HeartbeatClock()
 
     async def read(self) -> Snapshot:
-        raw = await self.client.hgetall(f"{self.prefix}:workers")
-        now = time.time()
+        """The state, with every heartbeat time and ``now`` on Redis's clock."""
+        now, raw = await crawlstate.read_heartbeats(self.client, f"{self.prefix}:workers")
         workers, unreadable = clusterview.parse_workers(raw)
+        for worker, doc in workers.items():
+            key = worker if worker in raw else worker.encode()
+            doc["ts"] = self.clock.written_at(worker, raw.get(key), doc, now)
         info = await self.bloom.info()
         members = await self.client.scard(f"{self.prefix}:proxies")
         health = await self.client.hgetall(f"{self.prefix}:proxy:health")
-        finished = await self.client.get(f"{self.prefix}:finished")
+        finished = crawllife.parse_finished(await self.client.get(f"{self.prefix}:finished"))
         raw_alerts = await self.client.hgetall(f"{self.prefix}:alerts")
         return Snapshot(
             crawl_id=self.crawl, now=now, workers=workers, unreadable=unreadable,
             bloom=asdict(info) if info.slices else None,
             proxies=clusterview.proxy_counts(int(members), health),
-            finished_at=float(finished) if finished is not None else None,
+            finished_at=finished.closed if finished is not None else None,
             alerts=clusterview.parse_alerts(raw_alerts, now))
 
 
@@ -129,8 +139,10 @@ def _bloom(client: aioredis.Redis, crawl: str, settings: BaseSettings) -> RedisB
 
 
 def stale_after(settings: BaseSettings) -> float:
-    """Seconds without a heartbeat after which a node is shown as lost."""
-    return max(3.0, 3 * config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1))
+    """Seconds without a heartbeat after which a node is shown as lost (the workers' rule)."""
+    return crawlstate.stale_after(
+        config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1),
+        config.get_int(settings, "KAFKA_SESSION_TIMEOUT_MS", minimum=1000))
 
 
 async def _connect(settings: BaseSettings, url: str) -> aioredis.Redis | None:
@@ -229,4 +241,57 @@ async def _dashboard(settings: BaseSettings, url: str, crawl: str,
         return 1
     finally:
         await client.aclose()
+    return 0
+
+
+async def _purge(settings: BaseSettings, url: str, crawl: str, opts: argparse.Namespace) -> int:
+    """Remove the crawl's Redis keys and Kafka topics (``--yes``), or list them."""
+    client = await _connect(settings, url)
+    if client is None:
+        return 1
+    try:
+        reader = Reader(client, url, crawl, _bloom(client, crawl, settings))
+        snapshot = await reader.read()
+        if snapshot.workers:  # read again a few heartbeats later: a live worker has beaten
+            await asyncio.sleep(1.5 * config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL",
+                                                       minimum=0.1) + 0.5)
+            snapshot = await reader.read()
+        stale = stale_after(settings)
+        live = [w for w, d in snapshot.workers.items() if snapshot.now - d["ts"] <= stale]
+        if live:
+            _fail(f"crawl {crawl} has {len(live)} live worker(s) ({', '.join(sorted(live))}); "
+                  f"stop it first: scrapy cluster stop {crawl}")
+            return 1
+        return await _purge_idle(settings, client, crawl, yes=opts.yes)
+    finally:
+        await client.aclose()
+
+
+async def _purge_idle(settings: BaseSettings, client: aioredis.Redis, crawl: str, *,
+                      yes: bool) -> int:
+    bootstrap = config.get_str(settings, "KAFKA_BOOTSTRAP_SERVERS")
+    timeout = config.get_float(settings, "CONNECT_TIMEOUT", minimum=0.1)
+    if yes:
+        keys = await crawllife.purge_keys(client, crawl)
+    else:
+        keys = {}
+        async for batch in crawllife.crawl_keys(client, crawl):
+            for key in batch:
+                keys[crawllife.family(crawl, key)] = keys.get(crawllife.family(crawl, key), 0) + 1
+    topics: list[str] = []
+    group = "no KAFKA_BOOTSTRAP_SERVERS: topics not looked at"
+    if bootstrap:
+        try:
+            topics, group = await asyncio.to_thread(
+                crawllife.purge_topics, bootstrap, crawl, connect_timeout=timeout, dry_run=not yes)
+        except connection.ServiceUnavailable as exc:
+            _fail(f"{exc}; the Redis keys {'were' if yes else 'would be'} removed all the same")
+            group = "broker unreachable: topics not looked at"
+    verb = "removed" if yes else "would remove"
+    families = ", ".join(f"{n} {f}" for f, n in sorted(keys.items())) or "none"
+    print(f"crawl {crawl}: {verb} {sum(keys.values())} Redis keys ({families}); "
+          f"{len(topics)} Kafka topics ({', '.join(topics) or 'none'}); {group}")
+    if not yes:
+        print(f"nothing removed: run scrapy cluster purge {crawl} --yes to remove them")
+        return 1
     return 0
