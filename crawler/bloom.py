@@ -25,6 +25,11 @@ the items in proportion to its size, has the slice's bits an item and so its
 false-positive rate; the spread of the pieces' loads (0.05 % for 4.5 million items a
 piece) changes that rate by less than 1 %.
 
+So a slice is not limited by the size of a Redis string (:data:`MAX_SLICE_BITS`): a filter
+keeps adding slices until the plan's limits (:func:`plan`), far beyond any crawl. Pieces
+are created when first written (see :mod:`crawler.bloom_lua`), so a slice costs memory as
+it fills, never all at once.
+
 Bit positions use double hashing inside the piece, ``(h1 + j*h2) mod bits`` for
 ``j < hashes`` in a slice of one piece, with ``h1`` and ``h2`` taken from a digest of the
 request fingerprint. Every value stays below 2**53, so the Redis Lua scripts
@@ -41,11 +46,16 @@ from dataclasses import dataclass
 from crawler.config import SettingError
 
 TIGHTENING_RATIO = 0.2  # slice i gets error_rate * (1 - r) * r**i of the error budget
-MAX_SLICE_BITS = 2**32  # bits of one slice (512 MiB); positions stay exact in Lua doubles
+# Bits of one Redis string (512 MiB): the most a piece may have, and a whole slice of a
+# filter made before pieces. A slice of pieces may be much larger (SLICE_BITS_LIMIT).
+MAX_SLICE_BITS = 2**32
+# Bits of one slice: h1 (below 2**48) picks the piece, so a slice of more bits would leave
+# its end unused; every position stays exact in the Lua scripts' doubles (below 2**53).
+SLICE_BITS_LIMIT = 2**48
 # Bits of one Redis string of a slice: 8 MiB less 16 bytes, so that the string with its
 # sds header (9 bytes) and terminator fills jemalloc's 8 MiB size class exactly.
 PIECE_BITS = 2**26 - 128
-MAX_SLICES = 32  # a filter never plans more slices than this
+MAX_SLICES = 64  # a filter never plans more slices than this
 DIGEST_SIZE = 12  # bytes of a fingerprint digest: two 48-bit halves
 _HALF = DIGEST_SIZE // 2
 
@@ -104,12 +114,15 @@ def slice_spec(index: int, *, capacity: int, error_rate: float, growth: int) -> 
 
 
 def plan(*, capacity: int, error_rate: float, growth: int) -> list[SliceSpec]:
-    """Every slice the filter may ever add: at most :data:`MAX_SLICES`, each fitting
-    a Redis string (:data:`MAX_SLICE_BITS`)."""
+    """Every slice the filter may ever add: at most :data:`MAX_SLICES`, each of at most
+    :data:`SLICE_BITS_LIMIT` bits (a slice is split into pieces of at most
+    :data:`MAX_SLICE_BITS`). With the defaults that is 19 slices and 5 * 10**12
+    fingerprints (``BLOOM_GROWTH = 1``: 64 slices of ``BLOOM_CAPACITY``); a filter that
+    fills its last slice stops filtering (see :mod:`crawler.bloom_lua`)."""
     specs: list[SliceSpec] = []
     for index in range(MAX_SLICES):
         spec = slice_spec(index, capacity=capacity, error_rate=error_rate, growth=growth)
-        if spec.bits > MAX_SLICE_BITS:
+        if spec.bits > SLICE_BITS_LIMIT:
             break
         specs.append(spec)
     return specs
@@ -126,7 +139,7 @@ def validate(
     error_rate: float,
     growth: int = 2,
     prefix: str = "BLOOM",
-    max_bits: int | None = MAX_SLICE_BITS,
+    max_bits: int | None = SLICE_BITS_LIMIT,
 ) -> None:
     """Raise :class:`SettingError` naming ``<prefix>_CAPACITY``, ``<prefix>_ERROR_RATE``
     or ``<prefix>_GROWTH`` if a filter cannot be built from these values, or if its

@@ -7,6 +7,20 @@ filter's parameters, ``piece_bits`` and, per slice ``i``, ``s<i>:capacity``, ``s
 filter created before slices had pieces has no ``piece_bits``: each of its slices is the
 one string ``<key>:s<i>``, and its positions are those it always had.
 
+Nothing is allocated ahead: a piece is created, whole and zeroed in one allocation, by the
+first ``add`` whose fingerprint lands in it. The pieces one call creates have at most
+``MAX_NEW_BITS`` bits together (one default piece; always at least one piece); the
+fingerprints of further new pieces are returned to the caller, which sends them again.
+Redis checks ``maxmemory`` before a script runs, not inside it, so that bounds what one
+call can allocate past the limit to one piece (8 MiB) instead of a whole slice. A piece
+that does not exist reads as zeros (never seen).
+
+``check`` and ``add`` fail with ``NOFILTER`` when the meta hash is gone (see
+:class:`crawler.dupefilter.BloomMissing`). ``create`` on an existing filter with the same
+parameters adds the slice specs it lacks (a filter planned when slices were capped). When
+the last slice the plan allows is over its capacity, ``check`` answers "never seen" for
+every fingerprint: the filter stops filtering rather than filter new URLs.
+
 ``start``, ``split`` and ``insert`` step through the positions exactly as
 :func:`crawler.bloom.locate` and :func:`crawler.bloom.positions` do. A fingerprint's bits
 all lie in one piece, so a batch becomes one ``BITFIELD`` (or ``BITFIELD_RO``) per piece
@@ -17,10 +31,10 @@ with ``%d`` (Redis formats a Lua number argument with ``%.17g``, which is slower
 
 from __future__ import annotations
 
-from crawler.bloom import DIGEST_SIZE
+from crawler.bloom import DIGEST_SIZE, PIECE_BITS
 
 # Slices and their pieces (every script).
-LUA_SLICES = """
+LUA_SLICES = f"local MAX_NEW_BITS = {PIECE_BITS}  -- bits of new pieces in one call\n" + """
 local MAX_OPS = 200  -- operations in one BITFIELD call (as fast as 1750 a bit, smaller replies)
 local meta, base, fmt = KEYS[1], ARGV[1], string.format
 local function slice(i)
@@ -37,12 +51,6 @@ end
 local function piece_key(s, j)
   if j == 0 then return s.key end
   return s.key .. ':' .. j
-end
--- Create the strings of slice s at their full size (zeros), each in one allocation.
-local function allocate(s)
-  for j = 0, s.pieces - 1 do
-    redis.call('SETBIT', piece_key(s, j), math.min(s.per, s.bits - j * s.per) - 1, 0)
-  end
 end
 """
 
@@ -88,17 +96,17 @@ local function split(s, idx)
   for _, i in ipairs(idx) do piece[i], size[i], pos[i], step[i] = start(s, i) end
   for _ = 1, s.hashes do
     if #cand == 0 then break end
-    local ops, who, n, present = {}, {}, {}, {}
+    local ops, who, n, present, order = {}, {}, {}, {}, {}
     for t = 1, #cand do
       local i = cand[t]
       local j = piece[i]
       local m, o = (n[j] or 0) + 1, ops[j]
-      if not o then o = {}; ops[j], who[j] = o, {} end
+      if not o then o = {}; ops[j], who[j] = o, {}; order[#order + 1] = j end
       o[3 * m - 2], o[3 * m - 1], o[3 * m] = 'GET', 'u1', fmt('%d', pos[i])
       who[j][m], n[j] = i, m
     end
-    for j = 1, s.pieces do
-      for first = 1, n[j] or 0, MAX_OPS do
+    for _, j in ipairs(order) do
+      for first = 1, n[j], MAX_OPS do
         local last = math.min(n[j], first + MAX_OPS - 1)
         local got = redis.call('BITFIELD_RO', piece_key(s, j - 1),
                                unpack(ops[j], 3 * first - 2, 3 * last))
@@ -150,17 +158,34 @@ local function insert_piece(s, j, list, new)
     end
   end
 end
--- Set the bits of idx in slice s, in order; returns the fingerprints that changed a bit (new)
-local function insert(s, idx)
-  local lists, new = {}, {}
+-- Whether piece j (1 = the first) of slice s exists; if not, and the pieces this call
+-- created have fewer than MAX_NEW_BITS bits with it (or it is the first), create it at its
+-- full size (zeros, one allocation).
+local made = 0
+local function ensure(s, j)
+  local key = piece_key(s, j - 1)
+  if redis.call('EXISTS', key) == 1 then return true end
+  local size = math.min(s.per, s.bits - (j - 1) * s.per)
+  if made > 0 and made + size > MAX_NEW_BITS then return false end
+  made = made + size
+  redis.call('SETBIT', key, size - 1, 0)
+  return true
+end
+-- Set the bits of idx in slice s, in order; returns the fingerprints that changed a bit
+-- (new), and appends to `later` those whose piece does not exist and may not be created
+-- in this call.
+local function insert(s, idx, later)
+  local lists, new, order = {}, {}, {}
   for _, i in ipairs(idx) do
     local j = start(s, i)
     local list = lists[j]
-    if not list then list = {}; lists[j] = list end
+    if not list then list = {}; lists[j] = list; order[#order + 1] = j end
     list[#list + 1] = i
   end
-  for j = 1, s.pieces do
-    if lists[j] then insert_piece(s, j, lists[j], new) end
+  for _, j in ipairs(order) do
+    local list = lists[j]
+    if ensure(s, j) then insert_piece(s, j, list, new)
+    else for _, i in ipairs(list) do later[#later + 1] = i end end
   end
   return new
 end
@@ -169,38 +194,48 @@ end
 # ARGV: key, capacity, error_rate, growth, piece_bits, slice count, then per slice
 # capacity, bits, hashes.
 LUA_CREATE = LUA_SLICES + """
+local function plan(set)
+  for i = 0, tonumber(ARGV[6]) - 1 do
+    local at, p = 7 + i * 3, 's' .. i .. ':'
+    set(p .. 'capacity', ARGV[at]); set(p .. 'bits', ARGV[at + 1])
+    set(p .. 'hashes', ARGV[at + 2])
+  end
+end
 if redis.call('EXISTS', meta) == 1 then
-  return redis.call('HMGET', meta, 'capacity', 'error_rate', 'growth')
+  local stored = redis.call('HMGET', meta, 'capacity', 'error_rate', 'growth', 'piece_bits')
+  if stored[4] and stored[1] == ARGV[2] and stored[2] == ARGV[3] and stored[3] == ARGV[4] then
+    -- a filter planned with fewer slices: the slices it lacks (those it has stay)
+    plan(function(f, v) redis.call('HSETNX', meta, f, v) end)
+  end
+  return {stored[1], stored[2], stored[3]}
 end
 redis.call('HSET', meta, 'capacity', ARGV[2], 'error_rate', ARGV[3], 'growth', ARGV[4],
-           'piece_bits', ARGV[5], 'slices', 1, 'version', 2, 's0:count', 0)
-for i = 0, tonumber(ARGV[6]) - 1 do
-  local at, p = 7 + i * 3, 's' .. i .. ':'
-  redis.call('HSET', meta, p .. 'capacity', ARGV[at], p .. 'bits', ARGV[at + 1],
-             p .. 'hashes', ARGV[at + 2])
-end
-allocate(slice(0))
+           'piece_bits', ARGV[5], 'slices', 1, 'version', 3, 's0:count', 0)
+plan(function(f, v) redis.call('HSET', meta, f, v) end)
 return {ARGV[2], ARGV[3], ARGV[4]}
 """
 
 LUA_CHECK = LUA_COMMON + """
 local slices, flags, idx = load(), {}, {}
+if not slices then return redis.error_reply('NOFILTER ' .. meta .. ' does not exist') end
+local last = slices[#slices]
+if last.count > last.capacity and not slice(last.index + 1) then
+  return {string.rep('0', count), 1}  -- full for good: filter nothing rather than too much
+end
 for i = 1, count do flags[i] = '1'; idx[i] = i end
-if not slices then slices = {} end
 for _, i in ipairs(unseen(slices, #slices, idx)) do flags[i] = '0' end
-return table.concat(flags)
+return {table.concat(flags), 0}
 """
 
 LUA_ADD = LUA_COMMON + """
 local slices = load()
 if not slices then return redis.error_reply('NOFILTER ' .. meta .. ' does not exist') end
-local flags, grown, full, done, added = {}, {}, 0, 0, 0
+local flags, grown, full, done, added, later = {}, {}, 0, 0, 0, {}
 for i = 1, count do flags[i] = '0' end
 local function grow()
   local cur = slices[#slices]
   local nxt = slice(cur.index + 1)
   if not nxt then full = 1 return end
-  allocate(nxt)
   redis.call('HSET', meta, 'slices', nxt.index + 1, 's' .. cur.index .. ':count', cur.count,
              's' .. nxt.index .. ':count', 0)
   slices[#slices + 1] = nxt
@@ -217,7 +252,7 @@ while done < count do
   local idx = {}
   for i = done + 1, math.min(count, done + room) do idx[#idx + 1] = i end
   done = done + #idx
-  local new = insert(cur, unseen(slices, #slices - 1, idx))
+  local new = insert(cur, unseen(slices, #slices - 1, idx), later)
   for _, i in ipairs(new) do flags[i] = '1' end
   cur.count = cur.count + #new
   added = added + #new
@@ -225,5 +260,5 @@ end
 if filled() and full == 0 then grow() end
 local last = slices[#slices]
 if added > 0 then redis.call('HSET', meta, 's' .. last.index .. ':count', last.count) end
-return {table.concat(flags), grown, full}
+return {table.concat(flags), grown, full, later}
 """

@@ -46,7 +46,8 @@ CRAWL_STATE_TTL = 604800.0  # seconds a finished crawl's Redis keys live (7 days
 BLOOM_CAPACITY = 10_000_000  # fingerprints the first slice holds at BLOOM_ERROR_RATE
 BLOOM_ERROR_RATE = 0.001  # target false-positive rate of the whole filter
 BLOOM_GROWTH = 2  # each new slice holds this many times the previous one
-BLOOM_LOCAL_CAPACITY = 1_000_000  # per-worker pybloom-live pre-filter
+BLOOM_ON_MISSING = "pause"  # the filter vanished from Redis: pause | recreate (start over)
+BLOOM_LOCAL_CAPACITY = 1_000_000  # fingerprints of one generation of the local pre-filter
 BLOOM_LOCAL_ERROR_RATE = 0.000001
 
 # --- MongoDB pipeline ---

@@ -5,7 +5,15 @@ Redis 7: slice ``i`` is the string ``<key>:s<i>`` (and, past ``PIECE_BITS`` bits
 ``<key>:s<i>:1``, ``<key>:s<i>:2``, ...), the parameters and per-slice counts live in the
 hash ``<key>:meta`` (see :mod:`crawler.bloom_lua`). Give *key* a hash tag
 (``{crawl}:bloom``) so every key of a filter lands in one Redis Cluster slot. Each
-:meth:`RedisBloom.check` or :meth:`RedisBloom.add` of a batch is one ``EVALSHA``.
+:meth:`RedisBloom.check` or :meth:`RedisBloom.add` of a batch is one ``EVALSHA`` (an add
+that creates pieces takes one more per new piece). The pieces are created when first
+written, so a new filter or slice costs nothing until it is used.
+
+If the filter a worker opened disappears (``FLUSHALL``, a Redis restart without
+persistence, an eviction), every URL would look new and the crawl would silently start
+over. By default (``BLOOM_ON_MISSING = "pause"``) :meth:`RedisBloom.check` and
+:meth:`RedisBloom.add` raise :class:`BloomMissing` instead, which the outbox retries like
+an outage: the worker stalls with one ERROR line until the filter is back.
 """
 
 from __future__ import annotations
@@ -16,24 +24,40 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 import redis.asyncio as aioredis
-from pybloom_live import ScalableBloomFilter
 from redis.exceptions import ResponseError
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
+from crawler import bloom as sizing
 from crawler import config
 from crawler.bloom import PIECE_BITS, digest, piece_key, piece_sizes, plan, validate
 from crawler.bloom_lua import LUA_ADD, LUA_CHECK, LUA_CREATE
+from crawler.localbloom import LocalBloom, ScalableLocalBloom
+from crawler.redis_errors import TransientError
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
     from scrapy.crawler import Crawler
     from scrapy.http import Request
+    from scrapy.settings import BaseSettings
     from scrapy.spiders import Spider
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.request import RequestFingerprinterProtocol
 
 logger = logging.getLogger(__name__)
+__all__ = ["ON_MISSING", "BloomInfo", "BloomMissing", "LocalBloom", "LocalBloomDupeFilter",
+           "RedisBloom", "ScalableLocalBloom", "on_missing_setting"]
+ON_MISSING = ("pause", "recreate")  # BLOOM_ON_MISSING: what to do when the filter vanished
+
+
+def on_missing_setting(settings: BaseSettings) -> str:
+    """``BLOOM_ON_MISSING``, validated (a :class:`~crawler.config.SettingError` naming it)."""
+    return config.get_choice(settings, "BLOOM_ON_MISSING", ON_MISSING)
+
+
+class BloomMissing(TransientError):
+    """The filter this worker opened is gone from Redis (``BLOOM_ON_MISSING = "pause"``):
+    callers stall and retry until it is back (restored, or created again by an operator)."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +97,15 @@ class RedisBloom:
         growth: int,
         on_grow: Callable[[int], None] | None = None,
         piece_bits: int = PIECE_BITS,
+        on_missing: str = "pause",
+        missing_seen: Callable[[], None] | None = None,
     ) -> None:
         validate(capacity=capacity, error_rate=error_rate, growth=growth)
-        if piece_bits < 8:
-            raise ValueError(f"piece_bits must be >= 8, got {piece_bits}")
+        if not 8 <= piece_bits <= sizing.MAX_SLICE_BITS:  # a piece is one Redis string
+            raise ValueError(f"piece_bits must be >= 8 and <= {sizing.MAX_SLICE_BITS}, "
+                             f"got {piece_bits}")
+        if on_missing not in ON_MISSING:
+            raise ValueError(f"on_missing must be one of {ON_MISSING}, got {on_missing!r}")
         self.client = client
         self.key = key
         self.capacity = capacity
@@ -84,17 +113,29 @@ class RedisBloom:
         self.growth = growth
         self.on_grow = on_grow
         self.piece_bits = piece_bits  # for a filter this call creates
+        self.on_missing = on_missing
+        self.missing_seen = missing_seen  # called once each time the filter is found missing
+        self.missing = False  # the filter this worker opened is gone (and not re-created)
         self._meta = f"{key}:meta"
         self._scripts: dict[str, AsyncScript] = {}
         self._warned_full = False
+        self._warned_unfiltered = False
 
     async def open(self) -> None:
         """Load the scripts and create the filter, or adopt the parameters stored in
-        Redis if it exists (a warning if they differ from ours)."""
+        Redis if it exists (a warning if they differ from ours). An existing filter
+        planned with fewer slices gets the slices it lacks."""
         sources = {"create": LUA_CREATE, "check": LUA_CHECK, "add": LUA_ADD}
         for name, source in sources.items():
             self._scripts[name] = self.client.register_script(source)
             await self.client.script_load(source)
+        stored = await self._run("create", self._create_args())
+        params = (int(stored[0]), float(stored[1]), int(stored[2]))
+        if params != (self.capacity, self.error_rate, self.growth):
+            self._adopt(*params)
+            await self._run("create", self._create_args())  # plan with the stored ones
+
+    def _create_args(self) -> list[Any]:
         specs = plan(capacity=self.capacity, error_rate=self.error_rate, growth=self.growth)
         args: list[Any] = [
             self.key, self.capacity, repr(self.error_rate), self.growth, self.piece_bits,
@@ -102,17 +143,15 @@ class RedisBloom:
         ]
         for spec in specs:
             args += [spec.capacity, spec.bits, spec.hashes]
-        stored = await self._run("create", args)
-        self._adopt(int(stored[0]), float(stored[1]), int(stored[2]))
+        return args
 
     def _adopt(self, capacity: int, error_rate: float, growth: int) -> None:
         ours = (self.capacity, self.error_rate, self.growth)
-        if (capacity, error_rate, growth) != ours:
-            logger.warning(
-                "Bloom filter %s exists with capacity %d, error rate %s, growth %d; "
-                "keeping those instead of capacity %d, error rate %s, growth %d",
-                self.key, capacity, error_rate, growth, *ours,
-            )
+        logger.warning(
+            "Bloom filter %s exists with capacity %d, error rate %s, growth %d; "
+            "keeping those instead of capacity %d, error rate %s, growth %d",
+            self.key, capacity, error_rate, growth, *ours,
+        )
         self.capacity, self.error_rate, self.growth = capacity, error_rate, growth
 
     async def _run(self, name: str, args: list[Any]) -> Any:
@@ -121,29 +160,69 @@ class RedisBloom:
             raise RuntimeError(f"RedisBloom({self.key!r}).open() was not awaited")
         return await script(keys=[self._meta], args=args)
 
-    async def check(self, fingerprints: Sequence[bytes]) -> list[bool]:
-        """For each fingerprint: True if the filter has (probably) seen it. Changes nothing."""
-        if not fingerprints:
-            return []
-        payload = b"".join(digest(fp) for fp in fingerprints)
-        return _flags(await self._run("check", [self.key, payload]))
-
-    async def add(self, fingerprints: Sequence[bytes]) -> list[bool]:
-        """Check and add the whole batch atomically. For each fingerprint: True if this
-        call added it (it was new); a fingerprint repeated in the batch is new once."""
-        if not fingerprints:
-            return []
-        args = [self.key, b"".join(digest(fp) for fp in fingerprints)]
+    async def _call(self, name: str, args: list[Any]) -> Any:
+        """Run script *name*; if the filter is missing, pause (raise :class:`BloomMissing`)
+        or create it again and run the script on the new, empty filter."""
         try:
-            flags, grown, full = await self._run("add", args)
+            result = await self._run(name, args)
         except ResponseError as exc:
             if not str(exc).startswith("NOFILTER"):
                 raise
-            logger.warning("Bloom filter %s vanished from Redis: creating it again", self.key)
+            await self._vanished()
+            result = await self._run(name, args)
+        if self.missing:
+            self.missing = False
+            logger.warning("Bloom filter %s is back in Redis: the crawl goes on", self.key)
+        return result
+
+    async def _vanished(self) -> None:
+        if not self.missing and self.missing_seen is not None:
+            self.missing_seen()
+        if self.on_missing == "recreate":
+            logger.error("Bloom filter %s vanished from Redis: creating it again "
+                         "(BLOOM_ON_MISSING = recreate); every URL looks new again", self.key)
             await self.open()
-            flags, grown, full = await self._run("add", args)
-        self._report(grown, bool(full))
+            return
+        if not self.missing:
+            self.missing = True
+            logger.error(
+                "Bloom filter %s is missing from Redis (FLUSHALL, a restart without "
+                "persistence, an eviction?): this worker pauses instead of crawling again "
+                "what it crawled. Restore Redis, or start a worker to create an empty "
+                "filter (BLOOM_ON_MISSING; see docs/delivery.md)", self.key)
+        raise BloomMissing(f"Bloom filter {self.key} is missing from Redis: paused")
+
+    async def check(self, fingerprints: Sequence[bytes]) -> list[bool]:
+        """For each fingerprint: True if the filter has (probably) seen it. Changes nothing.
+        A filter whose last slice is full for good answers False for all (and says so)."""
+        if not fingerprints:
+            return []
+        payload = b"".join(digest(fp) for fp in fingerprints)
+        flags, unfiltered = await self._call("check", [self.key, payload])
+        if unfiltered and not self._warned_unfiltered:
+            self._warned_unfiltered = True
+            logger.error("Bloom filter %s is full and can grow no more: it no longer filters "
+                         "(duplicates are crawled again); raise BLOOM_CAPACITY", self.key)
         return _flags(flags)
+
+    async def add(self, fingerprints: Sequence[bytes]) -> list[bool]:
+        """Check and add the batch. For each fingerprint: True if this call added it (it
+        was new); a fingerprint repeated in the batch is new once. Each fingerprint is
+        checked and added atomically; a batch that lands in pieces not yet created takes
+        one script call per new piece (each call creates at most one)."""
+        if not fingerprints:
+            return []
+        digests = [digest(fp) for fp in fingerprints]
+        result = [False] * len(digests)
+        todo = list(range(len(digests)))
+        while todo:
+            args = [self.key, b"".join(digests[i] for i in todo)]
+            flags, grown, full, later = await self._call("add", args)
+            self._report(grown, bool(full))
+            for i, flag in zip(todo, _flags(flags), strict=True):
+                result[i] = result[i] or flag
+            todo = [todo[int(j) - 1] for j in later]
+        return result
 
     def _report(self, grown: list[list[int]], full: bool) -> None:
         for index, items, capacity in grown:
@@ -190,33 +269,8 @@ class RedisBloom:
         )
 
 
-class LocalBloom:
-    """A per-worker in-memory scalable Bloom filter of fingerprints (pybloom-live) whose
-    false-positive rate stays below *error_rate* however much it grows."""
-
-    _RATIO = 0.9  # pybloom-live's tightening ratio: its slices sum to rate * r / (1 - r)
-
-    def __init__(self, capacity: int, error_rate: float) -> None:
-        validate(capacity=capacity, error_rate=error_rate, prefix="BLOOM_LOCAL", max_bits=None)
-        self._filter = ScalableBloomFilter(
-            initial_capacity=capacity,
-            error_rate=error_rate * (1 - self._RATIO) / self._RATIO,
-            mode=ScalableBloomFilter.SMALL_SET_GROWTH,
-        )
-
-    def __contains__(self, fp: bytes) -> bool:
-        return bool(fp.hex() in self._filter)
-
-    def add(self, fp: bytes) -> bool:
-        """Add *fp*; True if it was new."""
-        return not self._filter.add(fp.hex())
-
-    def __len__(self) -> int:
-        return len(self._filter)
-
-
 class LocalBloomDupeFilter(BaseDupeFilter):
-    """``DUPEFILTER_CLASS`` for single-node crawls: a :class:`LocalBloom` of request
+    """``DUPEFILTER_CLASS`` for single-node crawls: a :class:`ScalableLocalBloom` of request
     fingerprints, sized by ``BLOOM_LOCAL_CAPACITY`` and ``BLOOM_LOCAL_ERROR_RATE``."""
 
     def __init__(
@@ -228,7 +282,7 @@ class LocalBloomDupeFilter(BaseDupeFilter):
         stats: StatsCollector | None = None,
         debug: bool = False,
     ) -> None:
-        self.bloom = LocalBloom(capacity=capacity, error_rate=error_rate)
+        self.bloom = ScalableLocalBloom(capacity=capacity, error_rate=error_rate)
         self.fingerprinter = fingerprinter
         self.stats = stats
         self.debug = debug

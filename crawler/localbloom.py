@@ -1,0 +1,89 @@
+"""In-memory Bloom filters of one worker: the pre-filter in front of Redis, and the
+single-node dupefilter.
+
+:class:`LocalBloom` is the pre-filter of the distributed crawl (the outbox asks it before
+Redis). It keeps two *generations* of fixed-size filters of ``capacity`` fingerprints
+each: when the current one is full it becomes the previous one and the oldest is dropped,
+so its memory is that of two filters whatever the crawl's size (7.5 MB at the defaults:
+``BLOOM_LOCAL_CAPACITY = 1000000``, ``BLOOM_LOCAL_ERROR_RATE = 0.000001``). Forgetting
+is safe: a fingerprint the pre-filter does not know goes to the Redis filter, which knows
+every fingerprint of the crawl. Each generation gets half of ``error_rate``, so a
+fingerprint is taken for one it never saw with a probability of at most ``error_rate``
+(the union of two filters). A probe costs at most two lookups, not one per slice.
+
+:class:`ScalableLocalBloom` never forgets: it is the whole dupefilter of a single-node
+crawl (:class:`crawler.dupefilter.LocalBloomDupeFilter`), and it grows with the crawl.
+"""
+
+from __future__ import annotations
+
+from pybloom_live import BloomFilter, ScalableBloomFilter
+
+from crawler.bloom import validate
+
+
+class LocalBloom:
+    """Two generations of at most *capacity* fingerprints each; a false-positive rate of
+    at most *error_rate* and a bounded memory (see the module docstring)."""
+
+    GENERATIONS = 2
+
+    def __init__(self, capacity: int, error_rate: float) -> None:
+        validate(capacity=capacity, error_rate=error_rate, prefix="BLOOM_LOCAL", max_bits=None)
+        self.capacity = capacity
+        self.error_rate = error_rate
+        self.rotations = 0  # generations dropped so far
+        self._share = error_rate / self.GENERATIONS
+        self._current = BloomFilter(capacity, self._share)
+        self._previous: BloomFilter | None = None
+
+    def __contains__(self, fp: bytes) -> bool:
+        key = fp.hex()
+        return key in self._current or (self._previous is not None and key in self._previous)
+
+    def add(self, fp: bytes) -> bool:
+        """Add *fp* to the current generation; True if neither generation knew it."""
+        if fp in self:
+            return False
+        if self._current.count >= self.capacity:
+            self._previous, self._current = self._current, BloomFilter(self.capacity,
+                                                                       self._share)
+            self.rotations += 1
+        self._current.add(fp.hex(), skip_check=True)
+        return True
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of the bit arrays of the generations held."""
+        filters = [f for f in (self._current, self._previous) if f is not None]
+        return sum(len(f.bitarray) // 8 for f in filters)
+
+    def __len__(self) -> int:
+        """Fingerprints held (those of the generations not dropped)."""
+        return int(self._current.count) + (0 if self._previous is None
+                                           else int(self._previous.count))
+
+
+class ScalableLocalBloom:
+    """A per-worker in-memory scalable Bloom filter of fingerprints (pybloom-live) whose
+    false-positive rate stays below *error_rate* however much it grows."""
+
+    _RATIO = 0.9  # pybloom-live's tightening ratio: its slices sum to rate * r / (1 - r)
+
+    def __init__(self, capacity: int, error_rate: float) -> None:
+        validate(capacity=capacity, error_rate=error_rate, prefix="BLOOM_LOCAL", max_bits=None)
+        self._filter = ScalableBloomFilter(
+            initial_capacity=capacity,
+            error_rate=error_rate * (1 - self._RATIO) / self._RATIO,
+            mode=ScalableBloomFilter.SMALL_SET_GROWTH,
+        )
+
+    def __contains__(self, fp: bytes) -> bool:
+        return bool(fp.hex() in self._filter)
+
+    def add(self, fp: bytes) -> bool:
+        """Add *fp*; True if it was new."""
+        return not self._filter.add(fp.hex())
+
+    def __len__(self) -> int:
+        return len(self._filter)
