@@ -62,7 +62,7 @@ def sample(phase: Phase, proc: subprocess.Popen[bytes], count: Callable[[], int]
     started = time.monotonic()
     while proc.poll() is None:
         rss, stored = rss_kib(proc.pid), count()
-        if rss is not None:
+        if rss:  # None once the process is gone, 0 while it starts
             phase.rss_kib.append(rss)
         phase.stored.append(stored)
         if until(stored):
