@@ -74,7 +74,31 @@ def topic(kafka_bootstrap: str, crawl_id: str) -> str:
     return name
 
 
-def test_lost_membership_never_commits_past_records_in_flight(kafka_bootstrap, crawl_id, topic):
+def _evict_by_the_broker(bootstrap: str, group: str, consumer: object) -> None:
+    """Remove *consumer* from *group* on the broker's side (a LeaveGroup on its behalf):
+    the broker forgets it as when its session expires, and answers its next heartbeat
+    with ``UnknownMemberIdError``."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import MemberToRemove
+
+    member = consumer.group_metadata().member_id  # type: ignore[attr-defined]
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        result = admin.remove_group_members(group, [MemberToRemove(member_id=member)])
+        assert all(error.errno == 0 for error in result.values()), result
+    finally:
+        admin.close()
+
+
+def _evict_in_the_client(consumer: object) -> None:
+    """What kafka-python does when a heartbeat is answered with UnknownMemberIdError (the
+    broker expired the session): the member falls out of its generation."""
+    consumer._coordinator.reset_generation()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("evict", ["broker", "client"])
+def test_lost_membership_never_commits_past_records_in_flight(
+        kafka_bootstrap, crawl_id, topic, evict):
     group = f"{crawl_id}.workers"
     _produce(kafka_bootstrap, topic)
     worker = _Worker()
@@ -87,9 +111,10 @@ def test_lost_membership_never_commits_past_records_in_flight(kafka_bootstrap, c
     try:
         wait_until(lambda: len(worker.got) == RECORDS, 60, "the records delivered")
         originals = list(worker.got)
-        # What kafka-python does when a heartbeat is answered with UnknownMemberIdError
-        # (the broker expired the session): the member falls out of its generation.
-        consumer._coordinator.reset_generation()  # type: ignore[attr-defined]
+        if evict == "broker":
+            _evict_by_the_broker(kafka_bootstrap, group, consumer)
+        else:
+            _evict_in_the_client(consumer)
         wait_until(lambda: len(worker.got) >= 2 * RECORDS, 90,
                    "the same records fetched again after the rejoin")
     finally:
