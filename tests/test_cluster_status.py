@@ -112,6 +112,7 @@ def test_pause_resume_and_stop_act_on_every_worker(stack, crawl_id, tmp_path):
             wait_until(lambda: worker_logs(workers).count(read) == 2, 60, "the pause read")
             settled = _settled(env["REDIS_URL"], crawl_id, pids, time.time())
             paused_at = stored()
+            assert paused_at < 3000, "the crawl ran to its end instead of pausing"
             # three seconds of every worker's heartbeats later, nothing more was fetched
             _wait_for_beats(env["REDIS_URL"], crawl_id, pids, time.time() + 3)
             assert stored() == paused_at, "pages were still stored while paused"
