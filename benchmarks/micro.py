@@ -8,7 +8,8 @@ Starts its own Redis and Kafka-protocol broker (Tansu) on free loopback ports wi
 1. Bloom memory per URL (``MEMORY USAGE`` of a real filter) and its false-positive rate;
 2. dedup throughput: fingerprints checked and added a second by one worker process;
 3. frontier throughput: requests a second produced and consumed through the broker;
-4. serialisation cost: microseconds per ``encode_request`` / ``decode_request``.
+4. serialisation cost: microseconds per ``encode_request`` / ``decode_request``;
+5. the demo site's server: requests a second on kept-alive connections.
 
 Each number is the median of a few repetitions. It prints a table and writes a markdown
 report with the command, the date, the machine, each measurement, its target and
@@ -31,7 +32,7 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from benchmarks import micro_bloom, micro_codec, micro_frontier
+from benchmarks import micro_bloom, micro_codec, micro_demo_site, micro_frontier
 from benchmarks.micro_result import FULL, QUICK, Measurement, Sizes, fmt
 from crawler.stack import Stack
 from crawler.stack_services import redis_binary, tansu_binary
@@ -39,7 +40,8 @@ from crawler.stack_services import redis_binary, tansu_binary
 logger = logging.getLogger(__name__)
 
 DEFAULT_OUT = Path("docs/benchmarks/micro.md")
-SECTIONS = (micro_bloom.MEMORY, micro_bloom.DEDUP, micro_frontier.FRONTIER, micro_codec.CODEC)
+SECTIONS = (micro_bloom.MEMORY, micro_bloom.DEDUP, micro_frontier.FRONTIER, micro_codec.CODEC,
+            micro_demo_site.DEMO_SITE)
 NOTES = {
     micro_bloom.MEMORY: "A new filter made by `RedisBloom.open()` (growth 2); every key it "
     "created is measured with `MEMORY USAGE key SAMPLES 0`, so allocator rounding counts. "
@@ -56,6 +58,9 @@ NOTES = {
     "kafka-python's record building and parsing (pure Python) and decoding all share one "
     "core under the GIL, so producing and consuming at once costs about their sum.",
     micro_codec.CODEC: "Per call, in this process; records are what goes to Kafka.",
+    micro_demo_site.DEMO_SITE: "`crawler.demo_site.serve()` (a threaded `http.server`) in "
+    "this process, with its client threads: both sides share one GIL. The target is about "
+    "the pace of `./run demo` (three workers), so that the site is not the demo's bottleneck.",
 }
 
 
@@ -110,7 +115,7 @@ async def measure(env: dict[str, str], sizes: Sizes) -> list[Measurement]:
     logger.info("Bloom filter done")
     frontier = await micro_frontier.run(env["KAFKA_BOOTSTRAP_SERVERS"], sizes)
     logger.info("frontier done")
-    return memory + dedup + frontier + micro_codec.run(sizes)
+    return memory + dedup + frontier + micro_codec.run(sizes) + micro_demo_site.run(sizes)
 
 
 def table_rows(measurements: list[Measurement]) -> list[list[str]]:

@@ -16,11 +16,12 @@ import random
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 RANDOM_LINKS = 6
 CHILDREN = 4
@@ -101,9 +102,23 @@ def generate(directory: Path, pages: int, *, seed: int = 1,
         (directory / page_path(n)).write_text(html, encoding="utf-8")
 
 
+class Fetch(NamedTuple):
+    """One request the server received (``DemoServer.request_log``)."""
+
+    at: float  # time.time() when the request line was read
+    path: str
+    user_agent: str
+
+
 class _Handler(SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: files are sent with a Content-Length
     disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms stalls
+
+    def do_GET(self) -> None:
+        log = getattr(self.server, "request_log", None)
+        if log is not None:  # list.append is atomic: handler threads need no lock
+            log.append(Fetch(time.time(), self.path, self.headers.get("User-Agent", "")))
+        super().do_GET()
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -119,6 +134,8 @@ class DemoServer(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128  # several workers open many connections at once
     _thread: threading.Thread | None = None
+    #: every GET received, in arrival order, when :func:`serve` was asked to log them
+    request_log: list[Fetch] | None = None
 
     @property
     def base_url(self) -> str:
@@ -139,9 +156,15 @@ def make_server(directory: Path, host: str = "127.0.0.1", port: int = 0) -> Demo
     return DemoServer((host, port), partial(_Handler, directory=str(directory)))
 
 
-def serve(directory: Path, host: str = "127.0.0.1", port: int = 0) -> DemoServer:
-    """Serve *directory* from a background thread; ``close()`` the returned server."""
+def serve(directory: Path, host: str = "127.0.0.1", port: int = 0, *,
+          log_requests: bool = False) -> DemoServer:
+    """Serve *directory* from a background thread; ``close()`` the returned server.
+
+    With *log_requests*, ``server.request_log`` lists every GET it receives.
+    """
     server = make_server(directory, host, port)
+    if log_requests:
+        server.request_log = []
     server._thread = threading.Thread(target=server.serve_forever, name="demo-site",
                                       daemon=True)
     server._thread.start()

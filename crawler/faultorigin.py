@@ -8,8 +8,10 @@ host is its own loopback address (Linux routes all of 127.0.0.0/8 to ``lo``), al
 Faults are a pure function of ``(seed, host, path, attempt)`` (see :func:`outcome`): a
 connection reset (SO_LINGER 0), a 429 with ``Retry-After: 1|2``, a 503 (half with
 ``Retry-After: 1``), or a 200 after a 1-3 s sleep. Attempt ``max_failures + 1`` of a page
-always succeeds at once. Every request is logged as one JSON line (:func:`read_log`) before its
-response (or reset) goes out, so a client that saw the answer finds the line::
+always succeeds at once, except on a *doomed* page (a seeded share ``doomed`` of the pages other
+than a host's ``/``, see :func:`is_doomed`), which faults on every attempt. Every request is
+logged as one JSON line (:func:`read_log`) before its response (or reset) goes out, so a client
+that saw the answer finds the line::
 
     python -m crawler.faultorigin --pages 200 --log /tmp/o.jsonl --hosts 127.0.0.1,127.0.0.2
     # prints "URL http://127.0.0.1:P/", one more URL line per further host, then "READY"
@@ -55,6 +57,7 @@ class Faults:
     slow_min: float = 1.0
     slow_max: float = 3.0
     max_failures: int = 2
+    doomed: float = 0.0  # share of pages (never a host's "/") that fault on every attempt
 
     @classmethod
     def parse(cls, spec: str) -> Faults:
@@ -91,12 +94,20 @@ class Outcome:
         return "slow" if self.delay else None
 
 
+def is_doomed(faults: Faults, seed: int, host: str, path: str) -> bool:
+    """Whether the page at *path* on *host* faults on every attempt (a host's ``/`` never)."""
+    return path != "/" and random.Random(f"{seed}:{host}:{path}:doomed").random() < faults.doomed
+
+
 def outcome(faults: Faults, seed: int, host: str, path: str, attempt: int) -> Outcome:
     """The deterministic outcome of *attempt* (1-based) at a page; the same inputs, the same."""
-    if attempt > faults.max_failures:
+    doomed = is_doomed(faults, seed, host, path)
+    if attempt > faults.max_failures and not doomed:
         return Outcome(200)
     rng = random.Random(f"{seed}:{host}:{path}:{attempt}")
     roll, extra, slow = rng.random(), rng.random(), rng.random()
+    if doomed:  # one of the faults, in their proportions (a 503 when all are 0)
+        roll *= faults.reset + faults.too_many + faults.unavailable
     delay = rng.uniform(faults.slow_min, faults.slow_max)
     for threshold, result in (
         (faults.reset, Outcome(None)),
@@ -106,6 +117,8 @@ def outcome(faults: Faults, seed: int, host: str, path: str, attempt: int) -> Ou
         if roll < threshold:
             return result
         roll -= threshold
+    if doomed:
+        return Outcome(503)
     return Outcome(200, delay=delay if slow < faults.slow else 0.0)
 
 

@@ -115,7 +115,13 @@ class Stack:
         return result
 
     def stop_service(self, name: str, *, kill: bool = False) -> None:
-        """Stop one service (SIGTERM, or SIGKILL with *kill*) but keep its port and data."""
+        """Stop one service (SIGTERM, or SIGKILL with *kill*) but keep its port and data.
+
+        :meth:`start_service` restarts it on the same :meth:`data_dir`, with the persistence
+        a production deployment uses: Redis replays its append-only file, mongod recovers
+        from its journal. The broker's default ``memory://`` storage keeps nothing: for it,
+        :meth:`freeze_service` is the outage that loses no state.
+        """
         entry = self._entry(name)
         sig = signal.SIGKILL if kill else signal.SIGTERM
         with self._locked():
@@ -127,7 +133,29 @@ class Stack:
         self._entry(name)
         self._ensure(name)
 
+    def data_dir(self, name: str) -> Path:
+        """The directory service *name* keeps its data in, the same on every (re)start."""
+        if name not in SPECS:
+            raise ValueError(f"unknown service {name!r}: choose from {', '.join(SERVICES)}")
+        return self.directory / name
+
+    def freeze_service(self, name: str) -> None:
+        """Suspend one running service (SIGSTOP): it holds its connections and its state
+        but answers nothing, as a hung or partitioned server. :meth:`thaw_service` ends it."""
+        self._signal(name, signal.SIGSTOP)
+
+    def thaw_service(self, name: str) -> None:
+        """Resume a service suspended by :meth:`freeze_service` (SIGCONT)."""
+        self._signal(name, signal.SIGCONT)
+
     # -- helpers --------------------------------------------------------------------
+    def _signal(self, name: str, sig: signal.Signals) -> None:
+        entry = self._entry(name)
+        if not self._alive(entry):  # checks the cmdline: never signal a reused PID
+            raise StackError(f"{name} (pid {entry['pid']}) is not running")
+        os.kill(entry["pid"], sig)
+        logger.info("%s sent %s (pid %d)", name, sig.name, entry["pid"])
+
     @property
     def _record_path(self) -> Path:
         return self.directory / "stack.json"
@@ -184,7 +212,7 @@ class Stack:
             raise StackError(f"cannot start {name}: port {port} is taken by another process; "
                              f"stop it, or `python -m crawler.stack stop` to pick new ports")
         storage = self.kafka_storage or (old or {}).get("storage") or DEFAULT_KAFKA_STORAGE
-        data = self.directory / name
+        data = self.data_dir(name)
         data.mkdir(exist_ok=True)
         values = {"host": HOST, "port": port, "data": data, "storage": storage}
         argv = [binary, *(arg.format(**values) for arg in SPECS[name].args)]

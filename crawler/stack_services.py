@@ -80,6 +80,9 @@ SPECS: dict[str, ServiceSpec] = {
     "kafka": ServiceSpec("KAFKA_BOOTSTRAP_SERVERS", "{host}:{port}", tansu_binary, _probe_kafka, (
         "broker", "--listener-url", "tcp://{host}:{port}", "--advertised-listener-url",
         "tcp://{host}:{port}", "--storage-engine", "{storage}")),
+    # Persistence as in production, so that a restart on the same data (kill -9 included)
+    # keeps what was acknowledged: Redis replays its append-only file (fsync every second,
+    # Redis's recommended setting), mongod (6.0 always journals) recovers from its journal.
     "redis": ServiceSpec("REDIS_URL", "redis://{host}:{port}/0", redis_binary, _probe_redis, (
         "--port", "{port}", "--bind", "{host}", "--save", "", "--appendonly", "yes",
         "--appendfsync", "everysec",

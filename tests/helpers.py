@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
+from typing import NoReturn
+
+import pytest
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -28,3 +32,22 @@ def tracebacks_outside_kafka(log: str) -> list[str]:
         elif line.startswith("Traceback") and not logger.startswith("kafka"):
             found.append(logger)
     return found
+
+
+def in_ci() -> bool:
+    """Whether ``CI=true`` is set: there, a missing binary fails a test instead of skipping it."""
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def missing(what: str) -> NoReturn:
+    """*what* (a binary or package a test needs) is missing: skip locally, fail when CI=true."""
+    if in_ci():
+        pytest.fail(f"{what} (CI=true: a missing dependency fails instead of skipping)",
+                    pytrace=False)
+    pytest.skip(what)
+
+
+def require(found: object, what: str) -> None:
+    """Go on when *found* is truthy (a path, a module); else :func:`missing` (*what*)."""
+    if not found:
+        missing(what)

@@ -1,29 +1,50 @@
-"""Every alert provoked against a real Redis: in Redis, logged, in the stats, sent to a webhook."""
+"""Alerts against real services.
+
+The real-worker tests provoke each rule by a real condition in ``scrapy crawl`` workers in
+distributed mode (Kafka, Redis, MongoDB; the add-on enables the extension): an origin that
+fails most pages (failure rate), proxies that are really dead (proxies low) and hold every
+request while records keep arriving (lag growing), a worker killed -9 (node silent) and a
+Bloom filter of a tiny capacity (Bloom fill). The first tests drive the extension with
+hand-set stats and heartbeats against a real Redis: its Redis hash, log, stats, webhook and
+how an alert clears.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import logging
 import os
+import re
+import signal
+import socket
 import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
 import redis.asyncio as aioredis
-from scrapy import Spider
+from prometheus_client.parser import text_string_to_metric_families
+from scrapy import Request, Spider
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
-from crawler import clusterview
+from crawler import clusterview, codec, connection
 from crawler.alerts import RULES
-from crawler.demo import running, wait_all, worker_command, worker_logs
+from crawler.demo import Worker, running, wait_all, worker_command, worker_logs
 from crawler.dupefilter import RedisBloom
 from crawler.extensions.alerts import AlertsExtension
+from crawler.faultorigin import Faults, read_log, start_origin
+from crawler.frontier_config import partitioner
+from crawler.stack import Stack
+from crawler.testproxies import start_proxies
 from tests.helpers import wait_until
 
 
@@ -102,7 +123,7 @@ async def _provoke(client: redis.Redis, ext: AlertsExtension, crawl_id: str) -> 
     return [a.name for a in await ext.check()]
 
 
-def test_every_alert_provoked_and_cleared(redis_url, crawl_id, webhook, caplog):
+def test_hand_set_inputs_recorded_and_cleared(redis_url, crawl_id, webhook, caplog):
     url, received = webhook
     assert asyncio.run(_fill_bloom(redis_url, crawl_id, 19)) == 0.95
     ext = build(redis_url, crawl_id, ALERT_WEBHOOK_URL=url)
@@ -189,15 +210,193 @@ def test_the_loop_runs_and_survives_a_bad_webhook(redis_url, crawl_id, caplog):
     client.close()
 
 
-def test_a_real_worker_raises_an_alert(stack, demo_site, crawl_id, tmp_path):
-    """A ``scrapy crawl`` worker in distributed mode: the add-on enables the extension."""
-    env = {**os.environ, **stack.env(), "CRAWL_ID": crawl_id}
-    cmd = worker_command(demo_site + "/", {"CRAWL_IDLE_TIMEOUT": 5, "ALERT_INTERVAL": 0.5,
-                                           "ALERT_BLOOM_FILL": 0.0})  # any fingerprint: alert
-    with running(1, cmd, env, tmp_path) as workers:
-        assert wait_all(workers, timeout=90) == [0]
-        logs = worker_logs(workers)
-    assert "crawler.extensions.alerts.AlertsExtension" in logs  # in "Enabled extensions"
-    assert logs.count("Alert bloom_fill active: Bloom filter") == 1
-    assert "'alerts/active/bloom_fill': 1" in logs  # the final stats dump
+# -- real conditions in real workers -------------------------------------------------------
+
+
+def _alerts(client: redis.Redis, crawl_id: str) -> dict[str, dict[str, Any]]:
+    """The crawl's active alerts in Redis, ``{name: payload}``."""
+    raw = client.hgetall(f"{{{crawl_id}}}:alerts")
+    return {k.decode(): json.loads(v) for k, v in raw.items()}
+
+
+def _heartbeats(client: redis.Redis, crawl_id: str) -> dict[str, dict[str, Any]]:
+    raw = client.hgetall(f"{{{crawl_id}}}:workers")
+    return {k.decode(): json.loads(v) for k, v in raw.items()}
+
+
+def _while_running(workers: list[Worker], predicate: Callable[[], bool]) -> Callable[[], bool]:
+    """*predicate*, failing at once with the logs when a worker has exited."""
+    def check() -> bool:
+        assert all(w.process.poll() is None for w in workers), worker_logs(workers)[-4000:]
+        return predicate()
+    return check
+
+
+def _worker_env(stack: Stack, crawl_id: str) -> dict[str, str]:
+    return {**os.environ, **stack.env(), "CRAWL_ID": crawl_id}
+
+
+def test_an_origin_failing_most_pages_trips_the_failure_rate_rule(
+        stack, crawl_id, webhook, tmp_path):
+    """80 % of the pages answer 503 to every attempt: the default 5 % limit trips."""
+    url, received = webhook
+    faults = Faults(reset=0, too_many=0, unavailable=0, slow=0, doomed=0.8)
+    client = redis.Redis.from_url(stack.env()["REDIS_URL"])
+    origin, base = start_origin(30, tmp_path / "origin.jsonl", faults=faults)
+    try:
+        cmd = worker_command(base + "/", {"ALERT_WEBHOOK_URL": url})
+        with running(1, cmd, _worker_env(stack, crawl_id), tmp_path / "logs") as workers:
+            # the crawl goes on to its end, then waits the default idle timeout (30 s), checks
+            # of the rules (every 10 s) included
+            assert wait_all(workers, timeout=300) == [0]
+            logs = worker_logs(workers)
+            alerts = _alerts(client, crawl_id)  # kept ALERT_TTL (60 s) after the last check
+    finally:
+        origin.stop()
+    failed = [e for e in read_log(origin.log_path) if e["status"] == 503]
+    assert failed, "the origin failed no request"
+    assert "failure_rate" in alerts, f"no failure_rate alert in Redis: {alerts}"
+    alert = alerts["failure_rate"]
+    assert alert["threshold"] == 0.05 and alert["value"] > 0.05
+    assert alert["worker"] == f"{socket.gethostname()}:{workers[0].process.pid}"
+    assert logs.count("Alert failure_rate active: failure rate") == 1
+    assert "'alerts/active/failure_rate': 1" in logs  # the final stats dump
     assert "Alert check failed" not in logs
+    wait_until(lambda: bool(received), 30, "the webhook POST")
+    assert [(p["alert"], p["crawl_id"]) for p in received] == [("failure_rate", crawl_id)]
+    client.close()
+
+
+@contextlib.contextmanager
+def _producer(bootstrap: str, crawl_id: str) -> Iterator[Callable[[str], None]]:
+    """Puts a request for a URL on the crawl's request topic, as another worker would."""
+    producer = connection.kafka_producer(bootstrap, connect_timeout=5.0, linger_ms=5,
+                                         client_id=f"test-{crawl_id}")
+    key_for = partitioner("host")  # KAFKA_PARTITION_BY's default
+
+    def produce(url: str) -> None:
+        request = Request(url)
+        producer.send(f"{crawl_id}.requests", key=key_for(request),
+                      value=codec.encode_request(request)).get(timeout=30)
+
+    try:
+        yield produce
+    finally:
+        producer.close()
+
+
+def test_dead_proxies_trip_proxies_low_and_the_held_records_trip_lag_growing(
+        stack, demo_site, crawl_id, tmp_path):
+    """Both proxies die (one refuses connections, one answers 403): no request can go out,
+    every record the worker takes stays unacknowledged, and the lag grows as records come."""
+    env = stack.env()
+    client = redis.Redis.from_url(env["REDIS_URL"])
+    proxies = start_proxies(tmp_path / "proxies", healthy=1, auth=False)
+    settings = {
+        "ROTATING_PROXY_LIST": f"{proxies.dead},{proxies.forbidden}",
+        # a dead proxy returns on probation after 30 s by default and is tried again; kept
+        # dead for 30 minutes (PROXY_BACKOFF_MAX), longer than this test lasts, the worker
+        # holds every request however slow the machine is
+        "PROXY_BACKOFF_BASE": 1800,
+        # the default is 10 minutes of growth; the test makes the lag grow for longer than
+        # this (the rule still needs two checks, ALERT_INTERVAL apart, and a higher lag)
+        "ALERT_LAG_GROWING_MINUTES": 0.25,
+    }
+    cmd = worker_command(demo_site + "/", settings)
+    numbers = itertools.count()
+    try:
+        with _producer(env["KAFKA_BOOTSTRAP_SERVERS"], crawl_id) as produce, \
+                running(1, cmd, _worker_env(stack, crawl_id), tmp_path / "logs") as workers:
+            wait_until(_while_running(workers, lambda: bool(_heartbeats(client, crawl_id))),
+                       120, "a heartbeat")
+
+            def lag_alert() -> bool:
+                produce(f"{demo_site}/more/{next(numbers)}.html")
+                return "lag_growing" in _alerts(client, crawl_id)
+
+            # the proxies die on the first request; lag_growing needs two checks 15 s apart
+            wait_until(lag_alert, 180, "lag_growing in Redis")
+            alerts = _alerts(client, crawl_id)
+            [beat] = _heartbeats(client, crawl_id).values()
+            workers[0].process.kill()  # nothing ever got through: no clean end to wait for
+            workers[0].process.wait()
+            logs = worker_logs(workers)
+    finally:
+        proxies.stop()
+    assert "proxies_low" in alerts, f"no proxies_low alert in Redis: {alerts}"
+    low = alerts["proxies_low"]
+    assert (low["value"], low["threshold"], low["severity"]) == (0, 1, "critical")
+    grew = alerts["lag_growing"]
+    assert grew["value"] >= 0.25 and grew["threshold"] == 0.25
+    start, now = map(int, re.findall(r"from (\d+) to (\d+) records", grew["message"])[0])
+    assert now > start
+    assert beat["lag"] >= now and beat["info"]["items"] == 0
+    assert logs.count("Alert proxies_low active") == 1
+    assert logs.count("Alert lag_growing active: frontier lag grew") == 1
+    for proxy in (proxies.dead, proxies.forbidden):
+        assert f"Proxy {urlsplit(proxy).netloc} is dead for" in logs
+    client.close()
+
+
+def test_a_worker_killed_trips_node_silent_and_a_tiny_bloom_filter_trips_bloom_fill(
+        stack, demo_site, demo_site_pages, crawl_id, webhook, tmp_path):
+    """Two workers crawl the demo site; one is killed -9 and its heartbeat stops."""
+    url, received = webhook
+    client = redis.Redis.from_url(stack.env()["REDIS_URL"])
+    settings = {
+        # a filter sized for two pages more than the site has: full at 96 % when it is
+        # crawled, over the default 90 % limit (the default holds 10 million)
+        "BLOOM_CAPACITY": demo_site_pages + 2,
+        # ten missed heartbeats (CRAWL_HEARTBEAT_INTERVAL is 1 s) are as clear a silence as
+        # the default 30, sooner
+        "ALERT_NODE_SILENT_SECONDS": 10,
+        # 0: never exit by itself; the survivor must outlive the silence, the test stops it
+        "CRAWL_IDLE_TIMEOUT": 0,
+        "ALERT_WEBHOOK_URL": url,
+    }
+    cmd = worker_command(demo_site + "/", settings)
+    with running(2, cmd, _worker_env(stack, crawl_id), tmp_path / "logs") as workers:
+        victim, survivor = workers
+        wait_until(_while_running(workers, lambda: len(_heartbeats(client, crawl_id)) == 2),
+                   120, "two heartbeats")
+        lost = next(w for w, d in _heartbeats(client, crawl_id).items()
+                    if d["info"]["pid"] == victim.process.pid)
+        os.kill(victim.process.pid, signal.SIGKILL)
+        victim.process.wait()
+        wanted = {"node_silent", "bloom_fill"}
+        with contextlib.suppress(AssertionError):  # timed out: the assertion below says which
+            wait_until(lambda: wanted <= set(_alerts(client, crawl_id)), 180, "both alerts")
+        alerts = _alerts(client, crawl_id)
+        assert wanted <= set(alerts), f"{sorted(wanted - set(alerts))} missing: {alerts}"
+        metrics_port = _heartbeats(client, crawl_id)[_survivor_key(client, crawl_id, survivor)]
+        exported = _scrape_alerts(int(metrics_port["info"]["metrics_port"]))
+        survivor.process.send_signal(signal.SIGINT)  # Scrapy's graceful shutdown
+        survivor.process.wait(timeout=120)
+        logs = worker_logs(workers)
+    me = f"{socket.gethostname()}:{survivor.process.pid}"
+    silent = alerts["node_silent"]
+    assert silent["worker"] == me and lost in silent["message"]
+    assert silent["value"] > 10 and silent["severity"] == "critical"
+    fill = alerts["bloom_fill"]
+    assert fill["threshold"] == 0.9 and 0.9 < fill["value"] <= 1
+    assert exported == {"node_silent": 1.0, "bloom_fill": 1.0}
+    assert logs.count("Alert node_silent active") == 1
+    assert "Alert check failed" not in logs
+    wait_until(lambda: {"node_silent", "bloom_fill"} <= {p["alert"] for p in received}, 30,
+               "the webhook POSTs")
+    assert all(p["crawl_id"] == crawl_id for p in received)
+    assert {p["worker"] for p in received if p["alert"] == "node_silent"} == {me}
+    client.close()
+
+
+def _survivor_key(client: redis.Redis, crawl_id: str, survivor: Worker) -> str:
+    return next(w for w, d in _heartbeats(client, crawl_id).items()
+                if d["info"]["pid"] == survivor.process.pid)
+
+
+def _scrape_alerts(port: int) -> dict[str, float]:
+    """The active ``crawler_alerts_active`` series of a worker's exporter."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {s.labels["alert"]: s.value for family in text_string_to_metric_families(text)
+            for s in family.samples if s.name == "crawler_alerts_active" and s.value}

@@ -6,6 +6,7 @@ report was written; never a speed (speed is what ``./run bench`` reports).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import require
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -21,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_the_benchmark_runs_every_crawler_over_a_small_site(tmp_path: Path) -> None:
     if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
         pytest.fail("nginx is missing: ./run tests installs nginx-light")
-    pytest.importorskip("scrapy_redis", reason="./run tests installs scrapy-redis")
+    require(importlib.util.find_spec("scrapy_redis"), "./run tests installs scrapy-redis")
     out = tmp_path / "report"
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.runner", "--pages", "300", "--rounds", "1",

@@ -23,7 +23,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
-from helpers import wait_until
+from helpers import require, wait_until
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from crawler import dashboard
@@ -202,14 +202,23 @@ def _element(dom: str, element_id: str) -> str:
     return match.group(1)
 
 
-def _check_page(base: str, tmp_path: Path) -> None:
-    if CHROMIUM is None:
-        pytest.skip("no chromium (apt-get install -y chromium): the API checks passed")
+def _node_rows(dom: str) -> list[list[str]]:
+    """The cells of each row of the ``#nodes-body`` table, as text."""
+    match = re.search(r'<tbody id="nodes-body"[^>]*>(.*?)</tbody>', dom, re.DOTALL)
+    assert match, "#nodes-body not in the DOM"
+    return [re.findall(r"<td[^>]*>([^<]*)</td>", row)
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", match.group(1), re.DOTALL)]
+
+
+def _check_page(base: str, tmp_path: Path, pids: set[int]) -> None:
+    require(CHROMIUM, "no chromium (apt-get install -y chromium): the API checks passed")
     dom = _chromium(base, tmp_path, "--virtual-time-budget=5000", "--dump-dom")
     assert _element(dom, "nodes-count") == "2"
     assert int(_element(dom, "acked-total")) > 0
     assert _element(dom, "conn") == "live"
-    assert _element(dom, "nodes-body") == "" and dom.count('class="h-') >= 2  # two rows
+    rows = _node_rows(dom)  # id, host, health, pid, beat, ...
+    assert sorted(int(row[3]) for row in rows) == sorted(pids), rows
+    assert all(row[2] in ("ok", "idle") for row in rows), rows
     if os.environ.get("DASHBOARD_SCREENSHOT") == "1":
         shot = ROOT / "docs" / "dashboard.png"
         _screenshot(base, shot, tmp_path, seconds=25)
@@ -245,7 +254,7 @@ def test_dashboard_over_two_live_workers(stack, crawl_id, tmp_path):
             wait_until(lambda: _status(base)["totals"]["nodes"] == 2
                        and _status(base)["totals"]["acked"] > 0, 90, "two nodes with pages")
             _live_api_checks(base, pids)
-            _check_page(base, tmp_path)
+            _check_page(base, tmp_path, pids)
     finally:
         if dash is not None:
             dash.terminate()  # by PID

@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.client
 import re
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections import deque
@@ -16,6 +15,7 @@ import pytest
 from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
 
+from benchmarks.micro_demo_site import count_connections
 from crawler.demo_site import generate, page_path, serve, site_urls, start_server_process
 
 PAGES = 200
@@ -104,34 +104,34 @@ def test_scrapy_link_extractor_sees_one_url_per_page(site_dir: Path) -> None:
     assert found == set(urls)
 
 
-def test_keep_alive_throughput(site_dir: Path) -> None:
+def test_keep_alive_reuses_one_connection_per_client(site_dir: Path) -> None:
+    """Keep-alive works: 4 clients x 150 requests are 4 connections at the server.
+    (Its speed is a benchmark: ``python -m benchmarks.micro``, demo site section.)"""
     server = serve(site_dir)
+    accepted = count_connections(server)
     host, port = server.server_address[:2]
-    counts: list[int] = []
+    statuses: list[tuple[int, bool]] = []
 
     def client() -> None:
-        conn = http.client.HTTPConnection(str(host), port, timeout=10)
+        conn = http.client.HTTPConnection(str(host), port, timeout=30)
         for i in range(150):
             conn.request("GET", "/" + page_path(i % PAGES))
             response = conn.getresponse()
             response.read()
-            assert response.status == 200
-            assert not response.will_close
+            statuses.append((response.status, response.will_close))
         conn.close()
-        counts.append(150)
 
     threads = [threading.Thread(target=client) for _ in range(4)]
-    started = time.monotonic()
     try:
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(30)
+            thread.join(120)
     finally:
         server.close()
-    elapsed = time.monotonic() - started
-    assert sum(counts) == 600
-    assert 600 / elapsed > 200, f"{600 / elapsed:.0f} requests/s"
+    assert not any(thread.is_alive() for thread in threads)
+    assert statuses == [(200, False)] * 600
+    assert len(accepted) == 4, f"{len(accepted)} connections for 4 kept-alive clients"
 
 
 def test_missing_page_and_directory_are_404(site_dir: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers import require
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -29,10 +30,14 @@ METRICS_DOC = ROOT / "docs" / "metrics.md"
 PROMTOOL = shutil.which("promtool") or (
     "/usr/bin/promtool" if Path("/usr/bin/promtool").exists() else None
 )
-needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None,
-    reason="promtool not found (Debian package `prometheus`: apt-get install prometheus)",
-)
+needs_promtool = pytest.mark.usefixtures("_promtool")
+
+
+@pytest.fixture
+def _promtool() -> None:
+    """Skip without promtool; fail instead when CI=true."""
+    require(PROMTOOL, "promtool not found (Debian package `prometheus`: apt-get install "
+            "prometheus)")
 
 ALERT_NAMES = {
     "CrawlerHighFailureRate", "CrawlerFrontierUnackedGrowing", "CrawlerFrontierStalled",

@@ -17,6 +17,7 @@ from crawler.faultorigin import (
     Faults,
     OriginProcess,
     Outcome,
+    is_doomed,
     last_status,
     max_per_window,
     outcome,
@@ -88,6 +89,21 @@ def test_outcome_is_deterministic_and_transient() -> None:
     assert outcome(Faults.parse("none"), 1, "127.0.0.1", "/", 1) == Outcome(200)
     with pytest.raises(ValueError, match="unknown fault setting"):
         Faults.parse("bogus=1")
+
+
+def test_doomed_pages_fault_on_every_attempt_and_only_they() -> None:
+    faults = Faults(doomed=0.1)
+    doomed = {n for n in range(1, 500) if is_doomed(faults, 1, "127.0.0.1", f"/p/{n}.html")}
+    assert 20 <= len(doomed) <= 80 and not is_doomed(Faults(doomed=1.0), 1, "127.0.0.1", "/")
+    for n in range(1, 500):
+        results = [outcome(faults, 1, "127.0.0.1", f"/p/{n}.html", a) for a in range(1, 20)]
+        if n in doomed:
+            assert all(r.fault in ("reset", "429", "503") for r in results), n
+        else:
+            assert results[faults.max_failures:] == [Outcome(200)] * (19 - faults.max_failures)
+    never = Faults(reset=0, too_many=0, unavailable=0, doomed=1.0)
+    assert outcome(never, 1, "127.0.0.1", "/p/3.html", 5) == Outcome(503)
+    assert Faults.parse(faults.spec()) == faults
 
 
 def test_faults_over_http_follow_outcome_and_end(origin: OriginProcess) -> None:

@@ -56,6 +56,15 @@ def _wait(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
     raise AssertionError("condition not reached in time")
 
 
+def _commit_round_after_acks(loop: ConsumerLoop) -> None:
+    """Wait until the consumer thread has taken every ack given so far and then run a commit
+    round: it applies acks, commits, then replaces its snapshot, one after the other, so a new
+    snapshot seen after the ack queue was empty follows a commit that had them all."""
+    _wait(lambda: loop._acks.empty())
+    seen = loop.snapshot
+    _wait(lambda: loop.snapshot is not seen)
+
+
 @pytest.fixture
 def topic(kafka_bootstrap: str, crawl_id: str) -> str:
     name = f"{crawl_id}.requests"
@@ -73,7 +82,7 @@ def test_commits_stop_at_the_first_unfinished_record(kafka_bootstrap, crawl_id, 
         for rec in got:
             if rec.offset != 3:
                 loop.ack((rec.topic, rec.partition), rec.offset, rec.epoch)
-        time.sleep(1.0)
+        _commit_round_after_acks(loop)
         assert _committed(kafka_bootstrap, group, topic, 1)[0] == 3
         rec3 = next(r for r in got if r.offset == 3)
         loop.ack((rec3.topic, rec3.partition), 3, rec3.epoch)
@@ -135,7 +144,8 @@ def test_a_full_buffer_pauses_fetching(kafka_bootstrap, crawl_id, topic):
     loop.start()
     try:
         _wait(lambda: len(got) >= 8)
-        time.sleep(1.0)
+        # A snapshot saying "paused" is taken after the round that paused and then polled.
+        _wait(lambda: loop.snapshot["paused"] is True)
         assert len(got) == 8, "fetched past the buffer bound"
         loop.taken += 8
         _wait(lambda: len(got) >= 16)

@@ -53,7 +53,7 @@ class Reactor:
 
     def run_until(self, condition: Any) -> None:
         """Run calls until *condition()* (the sender thread may still attach callbacks)."""
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # a generous ceiling: the machine may be busy
         while not condition() and time.monotonic() < deadline:
             self.run()
             time.sleep(0.005)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = ("## 1. Bloom memory per URL", "## 2. Dedup throughput",
-            "## 3. Frontier throughput", "## 4. Serialisation cost per request")
+            "## 3. Frontier throughput", "## 4. Serialisation cost per request",
+            "## 5. Demo site keep-alive throughput")
 
 
 def test_quick_run_writes_every_section(tmp_path: Path) -> None:
@@ -27,6 +28,6 @@ def test_quick_run_writes_every_section(tmp_path: Path) -> None:
         assert heading in report
     assert "--quick" in report and "- Date: " in report and "- CPU: " in report
     for needle in ("bytes per URL, capacity 100,000,000", "batch 11", "end to end",
-                   "decode, large meta"):
+                   "decode, large meta", "requests per second"):
         assert needle in report
     assert "bytes per URL" in done.stdout  # the table is printed too

@@ -202,7 +202,8 @@ def test_single_node_sleeps_before_returning_the_retry() -> None:
     elapsed = time.monotonic() - started
     assert isinstance(retry, Request) and NOT_BEFORE_KEY not in retry.meta
     delay = stats(middleware)["retry/delay_seconds"]
-    assert delay - 0.01 <= elapsed < delay + 1
+    # it slept the delay (a lower bound); the ceiling only catches a wrong unit
+    assert delay - 0.01 <= elapsed < delay + 10
 
 
 def test_giving_up_without_mongodb_logs_and_counts(caplog: pytest.LogCaptureFixture) -> None:
@@ -327,8 +328,11 @@ def test_a_mongodb_outage_stalls_the_request(crawl_id: str,
 
     async def main() -> None:
         task = asyncio.ensure_future(middleware.process_exception(request, TimeoutError()))
-        await asyncio.sleep(1.5)
-        assert not task.done()  # waits for MongoDB, for ever
+        deadline = time.monotonic() + 30
+        while stats(middleware).get("retry/failure_store_retries", 0) < 2:
+            assert time.monotonic() < deadline, "the failure store never retried"
+            await asyncio.sleep(0.02)
+        assert not task.done()  # failed twice to record it, and still waits for MongoDB
         task.cancel()
         await middleware.spider_closed()
 
