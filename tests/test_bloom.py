@@ -12,6 +12,7 @@ from crawler.bloom import (
     MAX_SLICE_BITS,
     MAX_SLICES,
     PIECE_BITS,
+    SLICE_BITS_LIMIT,
     compound_error_rate,
     hash_pair,
     locate,
@@ -91,7 +92,7 @@ def test_compound_error_stays_under_the_target(
 ) -> None:
     specs = plan(capacity=capacity, error_rate=error_rate, growth=growth)
     assert 1 <= len(specs) <= MAX_SLICES
-    assert all(spec.bits <= MAX_SLICE_BITS for spec in specs)
+    assert all(spec.bits <= SLICE_BITS_LIMIT for spec in specs)
     # The shares sum to error_rate * (1 - r**slices): error_rate itself in floating point
     # once r**slices < 1e-16 (32 slices at r = 0.2); the compound rate stays below it.
     assert sum(spec.error_rate for spec in specs) <= error_rate * (1 + 1e-12)
@@ -102,11 +103,14 @@ def test_compound_error_stays_under_the_target(
         assert real <= spec.error_rate * (1 + 1e-9)
 
 
-def test_plan_stops_at_the_redis_string_limit() -> None:
+def test_plan_stops_at_the_slice_limit() -> None:
+    # A slice is split into pieces, so the limit is the hash's range, not a Redis string.
     specs = plan(capacity=10_000_000, error_rate=0.001, growth=2)
-    assert specs[-1].bits <= MAX_SLICE_BITS
+    assert len(specs) == 19
+    assert specs[-1].bits <= SLICE_BITS_LIMIT
+    assert specs[-1].bits > MAX_SLICE_BITS  # far past the old cap of one string
     after = slice_spec(len(specs), capacity=10_000_000, error_rate=0.001, growth=2)
-    assert after.bits > MAX_SLICE_BITS
+    assert after.bits > SLICE_BITS_LIMIT
     assert [s.capacity for s in specs[:3]] == [10_000_000, 20_000_000, 40_000_000]
 
 
@@ -171,7 +175,7 @@ def test_positions_in_pieces() -> None:
         ({"error_rate": 0.0}, "BLOOM_ERROR_RATE"),
         ({"error_rate": 1.0}, "BLOOM_ERROR_RATE"),
         ({"growth": 0}, "BLOOM_GROWTH"),
-        ({"capacity": 300_000_000}, "BLOOM_CAPACITY"),  # 4.45e9 bits > 2**32
+        ({"capacity": 2 * 10**13}, "BLOOM_CAPACITY"),  # 2.97e14 bits > SLICE_BITS_LIMIT
         ({"capacity": 0, "prefix": "BLOOM_LOCAL"}, "BLOOM_LOCAL_CAPACITY"),
     ],
 )
@@ -185,6 +189,7 @@ def test_validation_names_the_setting(kwargs: dict[str, object], setting: str) -
 
 def test_validation_accepts_good_values() -> None:
     validate(capacity=10_000_000, error_rate=0.001, growth=2)
+    validate(capacity=300_000_000, error_rate=0.001, growth=2)  # 4.45e9 bits: pieces
     validate(capacity=300_000_000, error_rate=0.001, prefix="BLOOM_LOCAL", max_bits=None)
     with pytest.raises(ValueError):
         slice_spec(-1, capacity=10, error_rate=0.1, growth=2)

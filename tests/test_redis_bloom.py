@@ -29,7 +29,7 @@ from crawler.bloom import (
 )
 from crawler.bloom_lua import LUA_COMMON
 from crawler.connection import redis_client
-from crawler.dupefilter import RedisBloom
+from crawler.dupefilter import BloomMissing, RedisBloom
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 500
@@ -67,7 +67,8 @@ async def opened(redis_url: str, key: str, **params: Any) -> AsyncIterator[Redis
         await bloom.open()
         yield bloom
     finally:
-        await client.delete(*[k async for k in client.scan_iter(match=f"{key}:*")])
+        if keys := [k async for k in client.scan_iter(match=f"{key}:*")]:
+            await client.delete(*keys)
         await client.aclose()
 
 
@@ -276,11 +277,19 @@ def test_info_and_misuse(redis_url: str, key: str, caplog: pytest.LogCaptureFixt
         async with opened(redis_url, key, capacity=1000, error_rate=0.01, growth=2) as bloom:
             info = await bloom.info()
             assert (info.slices, info.items, info.fill) == (1, 0, 0.0)
-            assert info.memory_bytes == math.ceil(
+            assert info.memory_bytes == 0  # pieces are created by the first add into them
+            await bloom.add(fingerprints(10, seed=12))
+            assert (await bloom.info()).memory_bytes == math.ceil(
                 -1000 * math.log(0.01 * 0.8) / math.log(2) ** 2 / 8
             )
-            await bloom.add(fingerprints(10, seed=12))
             await bloom.client.delete(f"{key}:meta", f"{key}:s0")  # e.g. someone ran FLUSHDB
+            with pytest.raises(BloomMissing):  # BLOOM_ON_MISSING = "pause" (the default)
+                await bloom.add(fingerprints(10, seed=12))
+            assert not await bloom.client.exists(f"{key}:meta")  # nothing re-created
+        async with opened(redis_url, key, capacity=1000, error_rate=0.01, growth=2,
+                          on_missing="recreate") as bloom:
+            await bloom.add(fingerprints(10, seed=12))
+            await bloom.client.delete(f"{key}:meta", f"{key}:s0")
             assert await bloom.add(fingerprints(10, seed=12)) == [True] * 10
             assert (await bloom.info()).items == 10
         unopened = RedisBloom(aioredis.Redis(), key, capacity=10, error_rate=0.1, growth=2)
@@ -289,7 +298,9 @@ def test_info_and_misuse(redis_url: str, key: str, caplog: pytest.LogCaptureFixt
 
     with caplog.at_level(logging.WARNING, logger="crawler.dupefilter"):
         asyncio.run(scenario())
-    assert any("vanished" in r.getMessage() for r in caplog.records)
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("is missing from Redis" in m for m in messages) == 1
+    assert sum("vanished" in m for m in messages) == 1
 
 
 async def bits_of(client: aioredis.Redis, keys: Sequence[str], sizes: Sequence[int]) -> set[int]:
@@ -314,10 +325,11 @@ def test_slices_in_pieces(redis_url: str, key: str) -> None:
             sizes = piece_sizes(bits, per)
             names = [piece_key(f"{key}:s0", j) for j in range(len(sizes))]
             assert len(sizes) == 6 and sizes[-1] < per
-            found = [k.decode() async for k in bloom.client.scan_iter(match=f"{key}:s*")]
-            assert sorted(found) == sorted(names)
+            assert [k async for k in bloom.client.scan_iter(match=f"{key}:s*")] == []
             first = fingerprints(300, seed=20)
             assert await bloom.add(first + first[:5]) == [True] * 300 + [False] * 5
+            found = [k.decode() async for k in bloom.client.scan_iter(match=f"{key}:s*")]
+            assert sorted(found) == sorted(names)  # 300 adds write into every piece
             want = set().union(*(positions(*hash_pair(fp), bits=bits, hashes=hashes,
                                            piece_bits=per) for fp in first))
             assert await bits_of(bloom.client, names, sizes) == want
