@@ -10,8 +10,10 @@ from scrapy import Request
 from scrapy.settings import BaseSettings
 from scrapy.utils.httpobj import urlparse_cached
 
-from crawler import config
+from crawler import config, crawlstate
 from crawler.config import SettingError
+from crawler.connection import request_timeout_ms
+from crawler.dupefilter import on_missing_setting
 
 PARTITION_BY = ("host", "domain", "url")
 
@@ -69,6 +71,8 @@ class FrontierConfig:
     max_unacked: int = 2000
     redis_max_connections: int = 50
     close_timeout: float = 20.0
+    bloom_on_missing: str = "pause"
+    delivery_timeout: float = 120.0
     partition_key: Callable[[Request], bytes] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -96,7 +100,7 @@ class FrontierConfig:
 
     @property
     def stale_after(self) -> float:
-        return max(3 * self.heartbeat_interval, self.session_timeout_ms / 1000 + 1)
+        return crawlstate.stale_after(self.heartbeat_interval, self.session_timeout_ms)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> FrontierConfig:
@@ -135,6 +139,8 @@ class FrontierConfig:
             seed_claims=config.get_int(s, "KAFKA_SEED_CLAIMS", minimum=1),
             max_unacked=config.get_int(s, "KAFKA_MAX_UNACKED", minimum=1),
             redis_max_connections=config.get_int(s, "REDIS_MAX_CONNECTIONS", minimum=2),
+            bloom_on_missing=on_missing_setting(s),
+            delivery_timeout=config.get_float(s, "KAFKA_DELIVERY_TIMEOUT", minimum=1),
         )
         values.check()
         return values
@@ -148,6 +154,10 @@ class FrontierConfig:
         if self.redis_max_connections <= self.seed_claims:
             raise SettingError("REDIS_MAX_CONNECTIONS", "must be larger than KAFKA_SEED_CLAIMS "
                                "(heartbeats and the dupefilter need connections too)")
+        if self.delivery_timeout * 1000 < self.linger_ms + request_timeout_ms(self.connect_timeout):
+            raise SettingError("KAFKA_DELIVERY_TIMEOUT",
+                               "must be at least KAFKA_PRODUCER_LINGER_MS plus the request "
+                               "timeout (CONNECT_TIMEOUT, 10 s at least)")
         if self.idle_timeout and self.idle_timeout < 2 * self.heartbeat_interval:
             raise SettingError("CRAWL_IDLE_TIMEOUT",
                                "must be 0 or at least twice CRAWL_HEARTBEAT_INTERVAL")

@@ -6,6 +6,13 @@ The order is what keeps the guarantee (delivery trap 1): a fingerprint is
 to the Bloom filter. A URL is therefore never both filtered and absent from the
 log. Each request is an :class:`~crawler.leases.AckBarrier` operation, so the
 request that produced it is acknowledged only after the send succeeded.
+
+Dupefilter calls follow :mod:`crawler.redis_errors`: a transient error (an outage, a
+failover, a missing filter: :class:`~crawler.dupefilter.BloomMissing`) is retried with
+a backoff for ever, and the outbox stalls. A deterministic one (``OOM``, ``NOPERM``, a
+script error) is logged once (:class:`~crawler.redis_retry.RedisRetry`), the outbox
+stops calling Redis and calls ``stop``: the requests it held are neither produced nor
+marked seen, and their parents' leases are never acknowledged, so they stay in Kafka.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from scrapy.statscollectors import StatsCollector
 
 from crawler.codec import CodecError
 from crawler.leases import AckBarrier
+from crawler.redis_retry import RedisRetry
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -44,6 +52,10 @@ class Send(Protocol):
     ) -> None: ...
 
 
+class _Stopped(Exception):
+    """The dupefilter refused a call for good: the outbox gives up its work."""
+
+
 @dataclass(slots=True)
 class _Pending:
     request: Request
@@ -59,17 +71,19 @@ class Outbox:
         self, *, bloom: Bloom, local: LocalFilter, send: Send, barrier: AckBarrier,
         topic: str, dead_topic: str, key_for: Callable[[Request], bytes],
         encode: Callable[[Request], bytes], stats: StatsCollector, backoff: float = 0.5,
-        backoff_max: float = 30.0,
+        backoff_max: float = 30.0, stop: Callable[[str], None] | None = None,
     ) -> None:
         self.bloom, self.local, self._send, self.barrier = bloom, local, send, barrier
         self.topic, self.dead_topic = topic, dead_topic
         self.key_for, self.encode, self.stats = key_for, encode, stats
-        self.backoff, self.backoff_max = backoff, backoff_max
+        self.retry = RedisRetry("dupefilter", base=backoff, cap=backoff_max)
+        self.stop = stop  # called once with the error line when Redis refuses for good
+        self.fatal: str | None = None  # the error line, once Redis refused for good
+        self.abandoned = 0  # barrier operations given up after a deterministic error
         self._batch: list[_Pending] = []
         self._to_add: list[bytes] = []
         self._in_progress: set[bytes] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._outage = False
         self._local_hits = 0  # added to the stats by flush_stats(): the hot path stays cheap
 
     def submit(self, request: Request, fingerprint: bytes, *, filtered: bool = True) -> bool:
@@ -131,7 +145,11 @@ class Outbox:
     async def _flush(self, batch: list[_Pending]) -> None:
         checked = [p for p in batch if p.filtered]
         fps = [p.fingerprint for p in checked]
-        seen = await self._retry(self.bloom.check, fps) if fps else []
+        try:
+            seen = await self._retry(self.bloom.check, fps) if fps else []
+        except _Stopped:
+            self.abandoned += len(batch)  # never ended: their parents' leases stay open
+            return
         dupes = {id(p) for p, s in zip(checked, seen, strict=True) if s}
         for pending in batch:
             if id(pending) in dupes:
@@ -176,7 +194,10 @@ class Outbox:
             self._spawn(self._add(fps))
 
     async def _add(self, fps: list[bytes]) -> None:
-        new = await self._retry(self.bloom.add, fps)
+        try:
+            new = await self._retry(self.bloom.add, fps)
+        except _Stopped:  # produced, not marked seen: a copy may be crawled twice, stored once
+            return
         raced = sum(1 for n in new if not n)
         if raced:  # another worker produced the same URL meanwhile: crawled twice, stored once
             self.stats.inc_value("bloom/race_duplicates", raced)
@@ -184,21 +205,30 @@ class Outbox:
             self.local.add(fp)
             self._in_progress.discard(fp)
 
+    @property
+    def stopped(self) -> bool:
+        """Whether Redis refused a dupefilter call for good (nothing is retried)."""
+        return self.fatal is not None
+
     async def _retry(self, call: Callable[[list[bytes]], Awaitable[T]], fps: list[bytes]) -> T:
-        attempt = 0
-        while True:
+        """*call* until it succeeds; transient errors stall, a deterministic one stops."""
+        while not self.stopped:
             try:
                 result = await call(fps)
-            except Exception as exc:  # Redis outage: stall, never drop
-                delay = min(self.backoff * 2**attempt, self.backoff_max)
-                if not self._outage:
-                    logger.warning("Redis dupefilter unavailable, retrying: %s", exc)
-                self._outage = True
+            except Exception as exc:  # transient: stall, never drop
+                delay = self.retry.failed(exc)
+                if self.retry.fatal is not None:
+                    self.fatal = self.fatal or self.retry.fatal
+                    break
                 self.stats.inc_value("bloom/retries")
-                attempt += 1
                 await asyncio.sleep(delay)
                 continue
-            if self._outage:
-                logger.info("Redis dupefilter reachable again")
-                self._outage = False
+            self.retry.succeeded()
             return result
+        self._stopped()
+        raise _Stopped
+
+    def _stopped(self) -> None:
+        if self.stop is not None and self.fatal is not None:
+            stop, self.stop = self.stop, None  # once
+            stop(self.fatal)

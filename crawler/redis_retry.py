@@ -40,7 +40,7 @@ class RedisRetry:
             return self.cap
         if self._since is None:
             self._since = self._reminded = now
-            logger.warning("Redis %s failed; retrying: %s", self.what,
+            logger.warning("Redis %s unavailable, retrying: %s", self.what,
                            redis_errors.describe(exc))
         elif now - self._reminded >= REMIND_EVERY:
             self._reminded = now
@@ -50,7 +50,7 @@ class RedisRetry:
 
     def succeeded(self) -> None:
         if self._since is not None:
-            logger.info("Redis %s works again after %.0fs", self.what,
+            logger.info("Redis %s reachable again after %.0fs", self.what,
                         time.monotonic() - self._since)
         self._failures, self._since, self.fatal = 0, None, None
 

@@ -28,7 +28,7 @@ from twisted.internet.defer import Deferred
 
 from crawler import codec, connection, crawllife, frontier_clients
 from crawler.buffer import RequestBuffer
-from crawler.completion import Completion, LocalState
+from crawler.completion import REDIS_ERROR, Completion, LocalState
 from crawler.config import SettingError
 from crawler.crawlstate import CrawlState
 from crawler.delay import Wakeup, not_before
@@ -88,10 +88,7 @@ class KafkaScheduler(BaseScheduler):
                                              connect_timeout=cfg.connect_timeout,
                                              max_connections=cfg.redis_max_connections)
         await connection.check_redis(self.redis, cfg.redis_url)
-        self.bloom = RedisBloom(self.redis, f"{{{cfg.crawl_id}}}:bloom",
-                                capacity=cfg.bloom_capacity,
-                                error_rate=cfg.bloom_error_rate, growth=cfg.bloom_growth,
-                                on_grow=lambda _i: self.stats.inc_value("bloom/slices_added"))
+        self.bloom = self._bloom()
         await self.bloom.open()
         self.state = CrawlState(self.redis, cfg.crawl_id, stale_after=cfg.stale_after)
         await asyncio.to_thread(self._connect_kafka)
@@ -100,7 +97,7 @@ class KafkaScheduler(BaseScheduler):
             local=LocalBloom(capacity=cfg.local_capacity, error_rate=cfg.local_error_rate),
             send=self.sender.send, barrier=self.barrier, topic=cfg.requests_topic,
             dead_topic=cfg.dead_topic, key_for=cfg.partition_key, encode=self._encode,
-            stats=self.stats,
+            stats=self.stats, stop=self._dupefilter_refused,
         )
         self.seeds = SeedClaims(
             spider=spider, fingerprint=self.crawler.request_fingerprinter.fingerprint,
@@ -121,6 +118,14 @@ class KafkaScheduler(BaseScheduler):
         self._spawn(self.completion.run())
         logger.info("Kafka frontier open: crawl %s, worker %s, topics %s (%d partitions)",
                     cfg.crawl_id, self.worker, cfg.requests_topic, self._partitions[0])
+
+    def _bloom(self) -> RedisBloom:
+        cfg = self.config
+        return RedisBloom(self.redis, f"{{{cfg.crawl_id}}}:bloom", capacity=cfg.bloom_capacity,
+                          error_rate=cfg.bloom_error_rate, growth=cfg.bloom_growth,
+                          on_grow=lambda _i: self.stats.inc_value("bloom/slices_added"),
+                          on_missing=cfg.bloom_on_missing,
+                          missing_seen=lambda: self.stats.inc_value("bloom/missing"))
 
     def _connect_kafka(self) -> None:
         clients = frontier_clients.connect(self.config, self.worker, self._on_records,
@@ -145,7 +150,7 @@ class KafkaScheduler(BaseScheduler):
                 await self.redis.aclose()
             return
         deadline = time.monotonic() + self.config.close_timeout
-        while (self.barrier.waiting or self.barrier.pending_ops) and time.monotonic() < deadline:
+        while self._acks_to_wait_for() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         self.outbox.flush_stats()
         self.consumer.stop()
@@ -158,6 +163,17 @@ class KafkaScheduler(BaseScheduler):
         await self.redis.aclose()
         logger.info("Kafka frontier closed (%s): %d leases acknowledged this run",
                     reason, self.stats.get_value("frontier/acked", 0))
+
+    def _acks_to_wait_for(self) -> bool:
+        """Whether closing should wait: work may still be acknowledged (none can once
+        every operation left is one the outbox gave up after Redis refused it)."""
+        if self.outbox.abandoned:
+            return self.barrier.pending_ops > self.outbox.abandoned
+        return bool(self.barrier.waiting or self.barrier.pending_ops)
+
+    def _dupefilter_refused(self, error: str) -> None:
+        """Redis refuses dupefilter calls for good: close; what is unacknowledged stays."""
+        self._close_finished(f"Redis refuses the dupefilter: {error}", reason=REDIS_ERROR)
 
     # -- scheduler interface ------------------------------------------------
     def has_pending_requests(self) -> bool:
