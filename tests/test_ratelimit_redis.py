@@ -344,9 +344,61 @@ def test_a_redis_outage_stalls_requests_without_dropping_them(
             await mw.limiter.close()
             mw.limiter = working
 
-    with caplog.at_level(logging.INFO, logger="crawler.middlewares.ratelimit"):
+    with caplog.at_level(logging.INFO, logger="crawler"):  # redis_retry logs the stall
         run(scenario)
-    assert "Redis call failed" in caplog.text and "Redis is back" in caplog.text
+    # the one retry rule's stall lines (crawler.redis_retry): said once, not at every failure
+    assert caplog.text.count("Redis rate limit unavailable, retrying") == 2  # two outages
+    assert "Redis rate limit reachable again" in caplog.text
+    assert "retrying cannot help" not in caplog.text
+
+
+class _Engine:
+    """Records the close the middleware asks for (the Redis and its ACL are real)."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+        self.running = True
+
+    async def close_spider_async(self, *, reason: str) -> None:
+        self.reasons.append(reason)
+
+
+def test_a_refused_rate_limit_script_closes_the_worker_with_one_line(
+    redis_url: str, crawl_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NOPERM (an ACL without EVALSHA) can never pass: one ERROR line, the worker closes
+    with redis_error, and the request goes back to the buffer (its lease kept) instead of
+    being retried for ever (the old code logged and retried every failure)."""
+    user = f"limited-{crawl_id}"
+
+    async def scenario() -> None:
+        admin = redis_client(redis_url)
+        await admin.execute_command("ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all",
+                                    "-eval", "-evalsha")
+        limited = redis_url.replace("redis://", f"redis://{user}:pw@")
+        try:
+            async with opened(settings_for(redis_url, crawl_id,
+                                           RATELIMIT_RETRY_BACKOFF=0.05)) as mw:
+                engine = _Engine()
+                mw.crawler.engine = engine  # type: ignore[assignment]
+                mw.limiter = RedisLimiter(redis_client(limited), crawl_id, mw.cfg)
+                for path in ("/a", "/b", "/c"):  # Scrapy's scheduler: it would sleep-retry
+                    copy = await asyncio.wait_for(
+                        mw.process_request(Request(f"https://{HOST}{path}")), 30)
+                    assert isinstance(copy, Request) and NOT_BEFORE_KEY in copy.meta
+                await _until(lambda: engine.reasons == ["redis_error"], "the close")
+                assert mw.stats.get_value("ratelimit/redis_errors") == 1  # no retry after it
+                await mw.limiter.close()
+        finally:
+            await admin.execute_command("ACL", "DELUSER", user)
+            await admin.aclose()
+
+    with caplog.at_level(logging.INFO, logger="crawler"):
+        run(scenario)
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(errors) == 1 and errors[0].levelno == logging.ERROR, caplog.text[-2000:]
+    assert "Redis refuses rate limit and retrying cannot help: NoPermissionError" in (
+        errors[0].getMessage())
 
 
 def test_switched_off_by_default() -> None:

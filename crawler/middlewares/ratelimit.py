@@ -4,6 +4,11 @@ Settings ``RATELIMIT_*``; the buckets and their maths are in :mod:`crawler.ratel
 and :mod:`crawler.tokenbucket`. A request that must wait for its slot reserves it,
 then either goes back to the Kafka frontier's buffer as a :func:`crawler.delay.delayed`
 copy (the worker goes on with other hosts) or, with Scrapy's own scheduler, sleeps.
+
+Redis errors follow :mod:`crawler.redis_errors`: a transient one stalls the request (it
+waits, or goes back to the buffer) and is retried with a backoff; a deterministic one
+(``OOM``, ``NOPERM``, a script error) is logged once and closes the worker with reason
+``redis_error``: the request goes back to the buffer, its lease unacknowledged.
 See ``docs/ratelimit.md``.
 """
 
@@ -20,6 +25,7 @@ from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawler import config, connection
+from crawler.completion import REDIS_ERROR
 from crawler.delay import NOT_BEFORE_KEY, delayed, scheduler_delays, sleep
 from crawler.ratelimiter import (
     Grant,
@@ -30,6 +36,7 @@ from crawler.ratelimiter import (
     normal_host,
     read_config,
 )
+from crawler.redis_retry import RedisRetry
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -53,7 +60,11 @@ class RateLimitMiddleware:
         self.stats = crawler.stats
         self.limiter: Limiter | None = None
         self._opened = asyncio.Event()
-        self._failures = 0
+        self.retry = RedisRetry("rate limit", base=cfg.backoff, cap=cfg.backoff_max)
+        self.feedback = RedisRetry("rate limit feedback (adaptive updates are skipped)",
+                                   base=cfg.backoff, cap=cfg.backoff_max)
+        self._fatal: str | None = None  # the error line, once Redis refused for good
+        self._closer: asyncio.Future[Any] | None = None
         self._warned: set[str] = set()
 
     @classmethod
@@ -119,14 +130,18 @@ class RateLimitMiddleware:
         assert self.limiter is not None
         limit = self.cfg.limit(host)
         while True:
+            if self._refused():  # closing: the request waits in the buffer, unacknowledged
+                return delayed(request, self.cfg.backoff_max, dont_filter=True)
             try:
                 grant = await self.limiter.reserve(host, limit)
             except _ERRORS as exc:
-                delay = self._outage(exc)
-                if self.delays or not self._running():
+                self.stats.inc_value("ratelimit/redis_errors")
+                delay = self.retry.failed(exc)
+                if self.delays or not self._running() or self._refused():
                     return delayed(request, delay, dont_filter=True)
                 await sleep(delay)
                 continue
+            self.retry.succeeded()
             self._note(host, grant)
             request.meta[META_KEY] = {"host": host, "taken": grant.now, "reserved": False,
                                       "lowered": grant.rate < grant.configured}
@@ -153,9 +168,6 @@ class RateLimitMiddleware:
         return copy
 
     def _note(self, host: str, grant: Grant) -> None:
-        if self._failures:
-            logger.info("Rate limit: Redis is back after %d failed calls", self._failures)
-            self._failures = 0
         if grant.bad_override:
             self.stats.inc_value("ratelimit/bad_overrides")
             if host not in self._warned:
@@ -164,13 +176,18 @@ class RateLimitMiddleware:
                                "{\"rate\": >0, \"burst\": >=1}: ignoring what is wrong in it",
                                host, getattr(self.limiter, "overrides_key", "Redis"))
 
-    def _outage(self, exc: BaseException) -> float:
-        self.stats.inc_value("ratelimit/redis_errors")
-        delay = min(self.cfg.backoff * 2 ** min(self._failures, 32), self.cfg.backoff_max)
-        self._failures += 1
-        logger.warning("Rate limit: Redis call failed (%s): trying again in %.1fs",
-                       exc, delay)
-        return delay
+    def _refused(self) -> bool:
+        """Whether Redis refused a rate-limit call for good; closes the worker once."""
+        if self._fatal is not None:
+            return True
+        self._fatal = self.retry.fatal or self.feedback.fatal
+        if self._fatal is None:
+            return False
+        engine = self.crawler.engine
+        if engine is not None:
+            logger.info("Closing: Redis refuses the rate limit: %s", self._fatal)
+            self._closer = asyncio.ensure_future(engine.close_spider_async(reason=REDIS_ERROR))
+        return True
 
     def _running(self) -> bool:
         try:
@@ -204,8 +221,10 @@ class RateLimitMiddleware:
                 changed, rate = await self.limiter.recover(host, limit)
         except _ERRORS as exc:  # a lost signal costs nothing but precision
             self.stats.inc_value("ratelimit/redis_errors")
-            logger.warning("Rate limit: could not record a response of %s: %s", host, exc)
+            self.feedback.failed(exc)
+            self._refused()
             return
+        self.feedback.succeeded()
         if changed and status is not None:
             self.stats.inc_value("ratelimit/rate_decreased")
             logger.info("Rate limit: %s answered %d: its rate is now %.3g/s", host, status, rate)
