@@ -1,8 +1,8 @@
 """Alert rules: pure evaluation of a crawl's state against thresholds.
 
 No I/O and no clock of its own: :func:`evaluate` turns an :class:`AlertInput`
-(this worker's stats, the heartbeat documents of ``{CRAWL_ID}:workers``, the
-Bloom filter's fill, how long the lag has been growing) into a list of
+(this worker's stats, the heartbeat times of ``{CRAWL_ID}:workers``, the Bloom
+filter's fill and whether it exists, how long the lag has been growing) into a list of
 :class:`Alert`. :class:`LagTracker` keeps the history the lag rule needs,
 with the time passed in, so tests drive it with a fake clock.
 :mod:`crawler.extensions.alerts` does the I/O. See ``docs/alerts.md``.
@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-RULES = ("failure_rate", "lag_growing", "proxies_low", "bloom_fill", "node_silent")
+RULES = ("failure_rate", "lag_growing", "proxies_low", "bloom_fill", "node_silent",
+         "bloom_missing")
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,11 @@ class Thresholds:
 class AlertInput:
     """One read of what the rules look at."""
 
-    now: float  # time.time() of the read
+    now: float  # Redis's clock at the read (time.time() without Redis)
     stats: Mapping[str, Any] = field(default_factory=dict)
-    heartbeats: Mapping[str, float] = field(default_factory=dict)  # worker -> last beat ts
+    heartbeats: Mapping[str, float] = field(default_factory=dict)  # worker -> last beat, Redis time
     bloom_fill: float | None = None  # None: no filter (yet)
+    bloom_exists: bool | None = None  # whether {CRAWL_ID}:bloom is in Redis; None: not read
     lag_growing: tuple[float, int, int] | None = None  # (seconds, lag at start, lag now)
 
 
@@ -111,7 +113,18 @@ def _silent_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
                  round(oldest, 1), limit.node_silent_seconds)
 
 
-_RULES = (_failure_rule, _lag_rule, _proxy_rule, _bloom_rule, _silent_rule)
+def _missing_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
+    """This worker found its Bloom filter gone (``bloom/missing``) and it is still gone."""
+    losses = _number(data.stats.get("bloom/missing"))
+    if not losses or data.bloom_exists is not False:
+        return None
+    return Alert("bloom_missing", "critical",
+                 f"the Bloom filter is missing from Redis (lost {losses:.0f} time(s) seen by "
+                 "this worker): the workers pause until Redis is restored or a worker "
+                 "creates an empty filter (BLOOM_ON_MISSING)", losses, 0.0)
+
+
+_RULES = (_failure_rule, _lag_rule, _proxy_rule, _bloom_rule, _silent_rule, _missing_rule)
 
 
 def evaluate(data: AlertInput, limit: Thresholds) -> list[Alert]:

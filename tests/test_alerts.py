@@ -100,11 +100,26 @@ def test_node_silent_rule():
     assert names(AlertInput(now=NOW, heartbeats=beats), Thresholds(node_silent_seconds=200)) == []
 
 
+def test_bloom_missing_rule():
+    lost = {"bloom/missing": 1}
+    assert names(AlertInput(now=NOW, stats={}, bloom_exists=False)) == []  # never had it
+    assert names(AlertInput(now=NOW, stats=lost, bloom_exists=True)) == []  # back again
+    assert names(AlertInput(now=NOW, stats=lost)) == []  # not read (no Redis)
+    [alert] = evaluate(AlertInput(now=NOW, stats={"bloom/missing": 2}, bloom_exists=False),
+                       LIMITS)
+    assert (alert.name, alert.severity, alert.value, alert.threshold) == (
+        "bloom_missing", "critical", 2.0, 0.0)
+    assert "missing from Redis" in alert.message and "BLOOM_ON_MISSING" in alert.message
+
+
 def test_every_rule_at_once_in_rule_order():
-    data = AlertInput(now=NOW, stats={"retry/failed": 1, "proxy/pool/alive": 0},
-                      heartbeats={"w": NOW - 60}, bloom_fill=1.0, lag_growing=(601.0, 1, 2))
+    # bloom_fill and bloom_missing never hold together in a crawl; the rules are pure
+    data = AlertInput(now=NOW, stats={"retry/failed": 1, "proxy/pool/alive": 0,
+                                      "bloom/missing": 1},
+                      heartbeats={"w": NOW - 60}, bloom_fill=1.0, bloom_exists=False,
+                      lag_growing=(601.0, 1, 2))
     assert names(data) == ["failure_rate", "lag_growing", "proxies_low", "bloom_fill",
-                           "node_silent"]
+                           "node_silent", "bloom_missing"]
 
 
 class AlertSpider(Spider):
@@ -126,6 +141,10 @@ def test_extension_settings():
         build(ALERT_LAG_GROWING_MINUTES=0)
     ext = build()
     assert ext.limits == Thresholds() and ext.interval == 10.0 and ext.webhook == ""
+    # never silent before the crawl itself takes a worker for lost (7 s at the defaults)
+    assert build(ALERT_NODE_SILENT_SECONDS=5).limits.node_silent_seconds == 7.0
+    assert build(ALERT_NODE_SILENT_SECONDS=5, CRAWL_HEARTBEAT_INTERVAL=4).limits == Thresholds(
+        node_silent_seconds=12.0)
 
 
 def test_extension_without_redis_raises_logs_and_clears(caplog):
@@ -156,7 +175,7 @@ def test_alert_gauge_in_the_metrics():
     [family] = [f for f in collector.collect() if f.name == "crawler_alerts_active"]
     values = {s.labels["alert"]: s.value for s in family.samples}
     assert values == {"bloom_fill": 1.0, "failure_rate": 0.0, "lag_growing": 0.0,
-                      "node_silent": 0.0, "proxies_low": 0.0}
+                      "node_silent": 0.0, "proxies_low": 0.0, "bloom_missing": 0.0}
 
 
 def test_webhook_failure_is_logged_not_raised(caplog):

@@ -38,6 +38,7 @@ from scrapy.utils.test import get_crawler
 
 from crawler import clusterview, codec, connection
 from crawler.alerts import RULES
+from crawler.crawlstate import CrawlState
 from crawler.demo import Worker, running, wait_all, worker_command, worker_logs
 from crawler.dupefilter import RedisBloom
 from crawler.extensions.alerts import AlertsExtension
@@ -46,6 +47,9 @@ from crawler.frontier_config import partitioner
 from crawler.stack import Stack
 from crawler.testproxies import start_proxies
 from tests.helpers import wait_until
+
+# Every rule but bloom_missing can hold at once; a missing filter has no fill (tested apart).
+PROVOKED = [name for name in RULES if name != "bloom_missing"]
 
 
 class AlertSpider(Spider):
@@ -134,30 +138,30 @@ def test_hand_set_inputs_recorded_and_cleared(redis_url, crawl_id, webhook, capl
 
     async def scenario() -> None:
         ext.open("alerting")
-        assert await _provoke(client, ext, crawl_id) == list(RULES)
+        assert await _provoke(client, ext, crawl_id) == PROVOKED
         _check_raised(client, ext, key)
-        wait_until(lambda: len(received) == len(RULES), 10, "one webhook POST per alert")
+        wait_until(lambda: len(received) == len(PROVOKED), 10, "one webhook POST per alert")
         await _clear(client, ext, crawl_id)
         await ext.close()
 
     with caplog.at_level(logging.INFO, logger="crawler.extensions.alerts"):
         asyncio.run(scenario())
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert sorted(m.split()[1] for m in warnings) == sorted(RULES)  # each logged once
-    assert {p["alert"] for p in received} == set(RULES)
+    assert sorted(m.split()[1] for m in warnings) == sorted(PROVOKED)  # each logged once
+    assert {p["alert"] for p in received} == set(PROVOKED)
     assert all(p["crawl_id"] == crawl_id and p["worker"] == ext.worker for p in received)
     assert client.hgetall(key) == {}
-    assert all(stats.get_value(f"alerts/active/{n}") == 0 for n in RULES)
+    assert all(stats.get_value(f"alerts/active/{n}") == 0 for n in PROVOKED)
     cleared = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
-    assert sorted(m.split()[1] for m in cleared) == sorted(RULES)
-    assert len(received) == len(RULES)  # nothing sent on clearing
+    assert sorted(m.split()[1] for m in cleared) == sorted(PROVOKED)
+    assert len(received) == len(PROVOKED)  # nothing sent on clearing
     client.close()
 
 
 def _check_raised(client: redis.Redis, ext: AlertsExtension, key: str) -> None:
     """Every alert in the Redis hash (with a TTL), in the stats, and in the cluster status."""
     stored = {k.decode(): json.loads(v) for k, v in client.hgetall(key).items()}
-    assert set(stored) == set(RULES)
+    assert set(stored) == set(PROVOKED)
     assert 0 < client.ttl(key) <= 60
     assert stored["node_silent"]["worker"] == ext.worker
     assert "ghost:1:aa" in stored["node_silent"]["message"]
@@ -166,13 +170,13 @@ def _check_raised(client: redis.Redis, ext: AlertsExtension, key: str) -> None:
     assert stored["proxies_low"]["severity"] == "critical"
     assert "from 10 to 30" in stored["lag_growing"]["message"]
     assert ext.crawler.stats is not None
-    assert all(ext.crawler.stats.get_value(f"alerts/active/{n}") == 1 for n in RULES)
+    assert all(ext.crawler.stats.get_value(f"alerts/active/{n}") == 1 for n in PROVOKED)
     now = time.time()
     snapshot = clusterview.Snapshot("c", now, {},
                                     alerts=clusterview.parse_alerts(client.hgetall(key), now))
     status = clusterview.build_status(snapshot, {}, stale_after=3.0)
     assert status["alerts"]["status"] == "active"
-    assert [a["alert"] for a in status["alerts"]["active"]] == sorted(RULES)
+    assert [a["alert"] for a in status["alerts"]["active"]] == sorted(PROVOKED)
 
 
 async def _clear(client: redis.Redis, ext: AlertsExtension, crawl_id: str) -> None:
@@ -207,6 +211,56 @@ def test_the_loop_runs_and_survives_a_bad_webhook(redis_url, crawl_id, caplog):
         wait_until(lambda: "Alert webhook" in caplog.text, 10, "the webhook failure logged")
     assert caplog.text.count("Alert node_silent active") == 1
     assert ext._task is None and ext.redis is None
+    client.close()
+
+
+def test_a_missing_bloom_filter_trips_bloom_missing_until_it_is_back(redis_url, crawl_id):
+    """The scheduler counts bloom/missing when its filter vanished; the rule holds while
+    the filter is absent from Redis and clears when it is back."""
+    assert asyncio.run(_fill_bloom(redis_url, crawl_id, 3)) > 0
+    ext = build(redis_url, crawl_id)
+    client = redis.Redis.from_url(redis_url)
+    stats = ext.crawler.stats
+    assert stats is not None
+
+    async def scenario() -> list[list[str]]:
+        ext.open("alerting")
+        seen = [[a.name for a in await ext.check()]]  # the filter is there
+        client.delete(f"{{{crawl_id}}}:bloom:meta")  # gone, but this worker did not notice
+        seen.append([a.name for a in await ext.check()])
+        stats.inc_value("bloom/missing")  # the scheduler noticed (BLOOM_ON_MISSING=pause)
+        seen.append([a.name for a in await ext.check()])
+        await _fill_bloom(redis_url, crawl_id, 3)  # restored, or a worker created it
+        seen.append([a.name for a in await ext.check()])
+        await ext.close()
+        return seen
+
+    assert asyncio.run(scenario()) == [[], [], ["bloom_missing"], []]
+    assert not client.hexists(f"{{{crawl_id}}}:alerts", "bloom_missing")
+    client.close()
+
+
+def test_node_silent_judges_heartbeats_on_redis_time(redis_url, crawl_id, monkeypatch):
+    """A worker whose clock is 1,000 s ahead of the heartbeats' writers sees them fresh,
+    and a silent worker silent, whatever the clocks (the old code compared its own
+    time.time() with the heartbeat's ts)."""
+    ext = build(redis_url, crawl_id, ALERT_NODE_SILENT_SECONDS=10)
+    client = redis.Redis.from_url(redis_url)
+    _beat(client, crawl_id, "old:1:aa", ts=time.time() - 100, lag=0)  # an old-format writer
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 1000.0)  # this host's clock is ahead
+
+    async def scenario() -> list[str]:
+        ext.open("alerting")
+        assert ext.redis is not None
+        await CrawlState(ext.redis, crawl_id, stale_after=7.0).beat(
+            "live:2:bb", idle=False, assigned=["x.requests:0"], lag=0, info={})
+        alerts = await ext.check()
+        await ext.close()
+        return [a.message for a in alerts if a.name == "node_silent"]
+
+    [message] = asyncio.run(scenario())
+    assert "1 node(s)" in message and "old:1:aa" in message, message
     client.close()
 
 

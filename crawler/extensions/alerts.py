@@ -2,7 +2,9 @@
 
 ``ALERTS_ENABLED = True`` switches it on (the add-on does in distributed mode).
 It reads this worker's stats and, with ``REDIS_URL``, the crawl's heartbeat hash
-``{CRAWL_ID}:workers`` and the Bloom filter's metadata. For each alert it logs a
+``{CRAWL_ID}:workers`` and the Bloom filter's metadata. Heartbeats are judged on
+Redis's clock with the crawl state's reader (:func:`crawler.crawlstate.read_heartbeats`):
+no worker host's clock is compared with another's. For each alert it logs a
 WARNING when the alert becomes active and an INFO when it clears, sets the stat
 ``alerts/active/<name>`` to 1 or 0 (exported as ``crawler_alerts_active``),
 records it in the Redis hash ``{CRAWL_ID}:alerts`` (read by ``scrapy cluster
@@ -19,6 +21,7 @@ import logging
 import threading
 import time
 import urllib.request
+from dataclasses import replace
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -26,7 +29,7 @@ from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
-from crawler import config, connection
+from crawler import config, connection, crawlstate
 from crawler.alerts import RULES, Alert, AlertInput, LagTracker, Thresholds, evaluate, summed_lag
 from crawler.clusterview import parse_workers
 from crawler.dupefilter import RedisBloom
@@ -36,9 +39,17 @@ logger = logging.getLogger(__name__)
 STAT_PREFIX = "alerts/active/"
 
 
+def stale_after(settings: Any) -> float:
+    """Seconds without a heartbeat after which the crawl takes a worker for lost."""
+    return crawlstate.stale_after(
+        config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1),
+        config.get_int(settings, "KAFKA_SESSION_TIMEOUT_MS", minimum=1000))
+
+
 def thresholds(settings: Any) -> Thresholds:
-    """The ``ALERT_*`` thresholds, validated."""
-    return Thresholds(
+    """The ``ALERT_*`` thresholds, validated. A node is silent once it is lost by the
+    crawl's rule (:func:`stale_after`) and ``ALERT_NODE_SILENT_SECONDS`` have passed."""
+    limits = Thresholds(
         failure_rate=config.get_float(settings, "ALERT_FAILURE_RATE", minimum=0, maximum=1),
         lag_growing_minutes=config.get_float(settings, "ALERT_LAG_GROWING_MINUTES",
                                              minimum=0, exclusive_min=True),
@@ -47,6 +58,8 @@ def thresholds(settings: Any) -> Thresholds:
         node_silent_seconds=config.get_float(settings, "ALERT_NODE_SILENT_SECONDS",
                                              minimum=0, exclusive_min=True),
     )
+    silent = max(limits.node_silent_seconds, stale_after(settings))
+    return replace(limits, node_silent_seconds=silent)
 
 
 def post_json(url: str, payload: dict[str, Any], timeout: float) -> None:
@@ -65,7 +78,7 @@ class AlertsExtension:
     """``EXTENSIONS = {"crawler.extensions.alerts.AlertsExtension": 510}``."""
 
     def __init__(self, crawler: Crawler, limits: Thresholds, *, interval: float, ttl: float,
-                 webhook: str, webhook_timeout: float) -> None:
+                 webhook: str, webhook_timeout: float, stale_after: float = 7.0) -> None:
         self.crawler = crawler
         self.limits = limits
         self.interval = interval
@@ -73,7 +86,9 @@ class AlertsExtension:
         self.webhook = webhook
         self.webhook_timeout = webhook_timeout
         self.worker = worker_id()
+        self.stale_after = stale_after  # heartbeats summed for the lag: the live workers'
         self.lag = LagTracker()
+        self.clock = crawlstate.HeartbeatClock()
         self.active: dict[str, tuple[Alert, float]] = {}  # name -> (alert, since)
         self.redis: aioredis.Redis | None = None
         self.bloom: RedisBloom | None = None
@@ -92,7 +107,8 @@ class AlertsExtension:
                   ttl=config.get_float(settings, "ALERT_TTL", minimum=1),
                   webhook=config.get_str(settings, "ALERT_WEBHOOK_URL"),
                   webhook_timeout=config.get_float(settings, "ALERT_WEBHOOK_TIMEOUT",
-                                                   minimum=0, exclusive_min=True))
+                                                   minimum=0, exclusive_min=True),
+                  stale_after=stale_after(settings))
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext
@@ -144,19 +160,30 @@ class AlertsExtension:
             await client.aclose()
 
     async def read(self) -> AlertInput:
-        """This worker's stats and, with Redis, the heartbeats and the Bloom filter's fill."""
+        """This worker's stats and, with Redis, the heartbeats and the Bloom filter's state,
+        all on Redis's clock."""
         assert self.crawler.stats is not None
         stats = self.crawler.stats.get_stats().copy()
-        now = time.time()
         if self.redis is None or self.bloom is None:
-            return AlertInput(now=now, stats=stats)
-        docs, _ = parse_workers(await self.redis.hgetall(f"{{{self.crawl_id}}}:workers"))
+            return AlertInput(now=time.time(), stats=stats)
+        now, docs = await self._heartbeats()
         info = await self.bloom.info()
-        lag = summed_lag(docs, now, self.limits.node_silent_seconds)
+        lag = summed_lag(docs, now, self.stale_after)
         return AlertInput(now=now, stats=stats,
                           heartbeats={w: float(d["ts"]) for w, d in docs.items()},
                           bloom_fill=info.fill if info.slices else None,
+                          bloom_exists=bool(info.slices),
                           lag_growing=self.lag.update(now, lag))
+
+    async def _heartbeats(self) -> tuple[float, dict[str, dict[str, Any]]]:
+        """Redis's time and every heartbeat, its ``ts`` when it was written (Redis time)."""
+        assert self.redis is not None
+        now, raw = await crawlstate.read_heartbeats(self.redis, f"{{{self.crawl_id}}}:workers")
+        docs, _ = parse_workers(raw)
+        values = {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in raw.items()}
+        for worker, doc in docs.items():
+            doc["ts"] = self.clock.written_at(worker, values[worker], doc, now)
+        return now, docs
 
     async def check(self) -> list[Alert]:
         """Evaluate the rules once and act on what became active, stayed active or cleared."""
