@@ -87,10 +87,15 @@ def kafka_common(bootstrap: str, connect_timeout: float) -> dict[str, Any]:
     """Options every kafka-python client of the crawler shares."""
     return {
         "bootstrap_servers": [s.strip() for s in bootstrap.split(",") if s.strip()],
-        "request_timeout_ms": max(int(connect_timeout * 1000), 10000),
+        "request_timeout_ms": request_timeout_ms(connect_timeout),
         "bootstrap_timeout_ms": int(connect_timeout * 1000),
         "reconnect_backoff_max_ms": 2000,
     }
+
+
+def request_timeout_ms(connect_timeout: float) -> int:
+    """kafka-python's ``request_timeout_ms`` for *connect_timeout* (``CONNECT_TIMEOUT``)."""
+    return max(int(connect_timeout * 1000), 10000)
 
 
 def _kafka_unavailable(bootstrap: str, exc: BaseException) -> ServiceUnavailable:
@@ -137,16 +142,32 @@ def ensure_topics(
 PRODUCER_BATCH_SIZE = 128 * 1024
 
 
+#: ``KAFKA_DELIVERY_TIMEOUT``: seconds a record may wait for its acknowledgement before its
+#: send fails with ``KafkaTimeoutError`` (kafka-python's ``delivery_timeout_ms``); the
+#: :class:`~crawler.sender.Sender` then sends it again, so an outage only repeats the warning
+DELIVERY_TIMEOUT = 120.0
+
+
 def kafka_producer(bootstrap: str, *, connect_timeout: float, linger_ms: int,
-                   client_id: str) -> Any:
-    """A producer with ``acks=all``. Blocking constructor: call it from a thread."""
+                   client_id: str, delivery_timeout: float = DELIVERY_TIMEOUT) -> Any:
+    """A producer with ``acks=all``. Blocking constructor: call it from a thread.
+
+    Not idempotent: kafka-python 3.0.12's idempotent producer never produces again once a
+    batch it had sent expires (a broker silent for longer than *delivery_timeout*). The
+    expiry resets its producer id to -1 but leaves its state READY, and it asks for a new
+    id only from UNINITIALIZED, so its I/O thread waits for an id for ever: no batch is
+    sent or expired again and every future, old or new, stays pending. Idempotence would
+    buy nothing here anyway: a send that timed out may have landed, and the ``Sender``
+    sends it again (the frontier is at-least-once, see docs/delivery.md).
+    """
     from kafka import KafkaProducer
 
     try:
         return KafkaProducer(
             **kafka_common(bootstrap, connect_timeout), acks="all", linger_ms=linger_ms,
             retries=5, client_id=client_id, max_block_ms=int(connect_timeout * 1000) * 4,
-            batch_size=PRODUCER_BATCH_SIZE,
+            batch_size=PRODUCER_BATCH_SIZE, enable_idempotence=False,
+            delivery_timeout_ms=int(delivery_timeout * 1000),
         )
     except Exception as exc:
         raise _kafka_unavailable(bootstrap, exc) from exc

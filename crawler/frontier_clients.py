@@ -29,7 +29,8 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Callable[[list[Record]], 
         replication=cfg.replication, connect_timeout=cfg.connect_timeout)
     topics = (cfg.requests_topic, cfg.seeds_topic)
     producer = connection.kafka_producer(cfg.bootstrap, connect_timeout=cfg.connect_timeout,
-                                         linger_ms=cfg.linger_ms, client_id=worker)
+                                         linger_ms=cfg.linger_ms, client_id=worker,
+                                         delivery_timeout=cfg.delivery_timeout)
     sender = Sender(producer, call_from_thread=reactor_call(), call_later=call_later,
                     backoff=cfg.send_backoff, backoff_max=cfg.send_backoff_max)
     consumer = connection.kafka_consumer(
