@@ -63,9 +63,19 @@ async def check_redis(client: aioredis.Redis, url: str) -> None:
 
 def mongo_client(
     uri: str, *, connect_timeout: float = 5.0, write_concern: str | int = "majority",
-    journal: bool = True,
+    journal: bool = True, timeout: float | None = None, write_timeout: float | None = None,
 ) -> AsyncMongoClient[dict[str, Any]]:
-    """An asyncio MongoDB client for *uri* (``MONGO_URI``)."""
+    """An asyncio MongoDB client for *uri* (``MONGO_URI``).
+
+    *timeout* (seconds, ``MONGO_TIMEOUT``) bounds the wait for any reply of the server
+    (``socketTimeoutMS``), *write_timeout* (``MONGO_WRITE_TIMEOUT``) the server's wait for
+    the write concern (``wtimeoutMS``); ``None`` leaves them unbounded.
+    """
+    options: dict[str, Any] = {}
+    if timeout is not None:
+        options["socketTimeoutMS"] = int(timeout * 1000)
+    if write_timeout is not None:
+        options["wtimeoutMS"] = int(write_timeout * 1000)
     return AsyncMongoClient(
         uri,
         serverSelectionTimeoutMS=int(connect_timeout * 1000),
@@ -73,6 +83,7 @@ def mongo_client(
         w=write_concern,
         journal=journal,
         connect=False,
+        **options,
     )
 
 

@@ -57,9 +57,12 @@ MONGO_BATCH_TIMEOUT = 0.2  # seconds an item may wait for its batch
 MONGO_KEY_FIELDS: list[str] = ["url"]
 MONGO_WRITE_CONCERN = "majority"  # w= value: "majority", or a number of nodes
 MONGO_JOURNAL = True
-MONGO_RETRY_BACKOFF = 0.5  # seconds before the first retry of a transient error (doubles)
+MONGO_RETRY_BACKOFF = 0.5  # seconds before the first retry of a failed write (doubles)
 MONGO_RETRY_BACKOFF_MAX = 30.0
 MONGO_INDEXES: list[str] = ["url", "fetched_at"]
+MONGO_TIMEOUT = 30.0  # seconds MongoDB may take to answer any command (socket timeout)
+MONGO_WRITE_TIMEOUT = 20.0  # seconds a write may wait for its write concern (wtimeout)
+MONGO_INDEX_TIMEOUT = 300.0  # seconds the index creation at start-up may take
 
 # --- single-node mode ---
 LOCAL_ITEMS_PATH = "output/%(crawl_id)s.jsonl"

@@ -3,9 +3,10 @@
 Each failure is one document of ``MONGO_DATABASE``.``<CRAWL_ID>.failures``,
 upserted under the request's fingerprint, so a request that fails again after a
 redelivery replaces its document instead of adding one. :meth:`FailureStore.record`
-returns only once the document is written: a MongoDB outage stalls it (transient
-errors are retried for ever), so the request's lease is not acknowledged before
-its failure is recorded.
+returns only once the document is written: every MongoDB error but one that
+rejects the document itself is retried for ever (an outage, ``Unauthorized``, a
+full disk: see ``docs/delivery.md``), so the request's lease is not acknowledged
+before its failure is recorded.
 """
 
 from __future__ import annotations
@@ -16,13 +17,19 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Self
 
-from pymongo.errors import OperationFailure, PyMongoError
+from pymongo.errors import OperationFailure, PyMongoError, WriteError
 
 from crawler import config, defaults
 from crawler.config import mask_url
 from crawler.connection import mongo_client
-from crawler.pipelines.mongo import database_name, write_concern_setting
+from crawler.pipelines.mongo import (
+    database_name,
+    mongo_timeout,
+    write_concern_setting,
+    write_timeout_setting,
+)
 from crawler.pipelines.mongo_batch import is_transient, retry_delay
+from crawler.pipelines.mongo_errors import describe, rejects_document
 
 if TYPE_CHECKING:
     from pymongo import AsyncMongoClient
@@ -57,9 +64,12 @@ class Failure:
         return {"_id": fields.pop("fingerprint"), **fields}
 
 
-def _upsert_race(exc: PyMongoError) -> bool:
-    """Two upserts of one ``_id`` raced (E11000 on ``_id``): trying again replaces."""
-    return isinstance(exc, OperationFailure) and exc.code == 11000
+def _rejected(exc: PyMongoError) -> bool:
+    """Whether the failure's document itself can never be stored (an E11000 is a race)."""
+    if not isinstance(exc, OperationFailure) or exc.code == 11000:
+        return False
+    details = exc.details if isinstance(exc, WriteError) and exc.details else {"code": exc.code}
+    return rejects_document(details)
 
 
 class FailureStore:
@@ -72,12 +82,15 @@ class FailureStore:
         retry_backoff: float = defaults.MONGO_RETRY_BACKOFF,
         retry_backoff_max: float = defaults.MONGO_RETRY_BACKOFF_MAX,
         connect_timeout: float = defaults.CONNECT_TIMEOUT,
+        timeout: float = defaults.MONGO_TIMEOUT,
+        write_timeout: float = defaults.MONGO_WRITE_TIMEOUT,
         stats: StatsCollector | None = None,
     ) -> None:
         self.uri, self.database, self.collection_name = uri, database, collection
         self.write_concern, self.journal = write_concern, journal
         self.retry_backoff, self.retry_backoff_max = retry_backoff, retry_backoff_max
-        self.connect_timeout = connect_timeout
+        self.connect_timeout, self.timeout = connect_timeout, timeout
+        self.write_timeout = write_timeout
         self._stats = stats
         self._client: AsyncMongoClient[dict[str, Any]] | None = None
 
@@ -97,13 +110,14 @@ class FailureStore:
             retry_backoff=backoff,
             retry_backoff_max=config.get_float(s, "MONGO_RETRY_BACKOFF_MAX", minimum=backoff),
             connect_timeout=config.get_float(s, "CONNECT_TIMEOUT", minimum=0, exclusive_min=True),
+            timeout=mongo_timeout(s), write_timeout=write_timeout_setting(s),
             stats=crawler.stats,
         )
 
     async def record(self, failure: Failure) -> bool:
         """Upsert *failure*; return once it is written (True) or cannot ever be (False).
 
-        Transient errors (an outage, an upsert race) are retried with backoff for ever.
+        Every error but a rejection of the document is retried with backoff for ever.
         """
         document = failure.document()
         attempt = 0
@@ -113,10 +127,10 @@ class FailureStore:
                     {"_id": document["_id"]}, document, upsert=True)
                 break
             except PyMongoError as exc:
-                if not (is_transient(exc) or _upsert_race(exc)):
+                if _rejected(exc):
                     self._inc("retry/failure_store_errors")
                     logger.error("Cannot record the failure of %s in MongoDB: %s",
-                                 failure.url, exc)
+                                 failure.url, describe(exc))
                     return False
                 self._retrying(attempt, exc)
             await asyncio.sleep(retry_delay(attempt, self.retry_backoff, self.retry_backoff_max))
@@ -134,14 +148,19 @@ class FailureStore:
     def _collection(self) -> AsyncCollection[dict[str, Any]]:
         if self._client is None:  # builds a client; it connects on its first operation
             self._client = mongo_client(self.uri, connect_timeout=self.connect_timeout,
-                                        write_concern=self.write_concern, journal=self.journal)
+                                        write_concern=self.write_concern, journal=self.journal,
+                                        timeout=self.timeout,
+                                        write_timeout=self.write_timeout)
         return self._client[self.database][self.collection_name]
 
     def _retrying(self, attempt: int, error: PyMongoError) -> None:
+        """One line per retry (they thin out with the backoff): WARNING for an outage."""
         self._inc("retry/failure_store_retries")
-        log = logger.warning if attempt == 0 else logger.debug
+        transient = is_transient(error) or getattr(error, "code", None) == 11000
+        log = logger.warning if transient else logger.error
         log("Recording a failed request in MongoDB %s failed (%s); retrying until it "
-            "succeeds: the request waits", mask_url(self.uri), error)
+            "succeeds, next in %.1f s: the request waits", mask_url(self.uri), describe(error),
+            retry_delay(attempt, self.retry_backoff, self.retry_backoff_max))
 
     def _inc(self, key: str) -> None:
         if self._stats is not None:

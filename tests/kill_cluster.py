@@ -11,6 +11,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +20,10 @@ from typing import Any
 import redis
 from kafka import KafkaAdminClient, TopicPartition
 
+from crawler.defaults import KAFKA_PARTITIONS
 from crawler.demo import Worker, start_worker, worker_command
 
+STARTED = " started (bot: "  # Scrapy's first log line: the process runs, the frontier is not open
 JOINING = "Kafka frontier open"  # logged once the consumer subscribed: the group join begins
 ASSIGNED = "Partitions assigned"
 REVOKED = "Partitions revoked"
@@ -158,9 +161,15 @@ class KillCluster:
                 found.append(index)
         return found
 
-    def all_idle(self) -> bool:
+    def drained(self) -> bool:
+        """Whether every live worker's heartbeat shows the crawl drained: idle, lag zero,
+        and every partition of both topics assigned (it is waiting out the idle timeout)."""
         beats = self.heartbeats()
-        return len(beats) == len(self.alive()) > 0 and all(b["idle"] for b in beats.values())
+        if not beats or len(beats) != len(self.alive()):
+            return False
+        assigned = {p for b in beats.values() for p in b["assigned"]}
+        return (all(b["idle"] and b["lag"] == 0 for b in beats.values())
+                and len(assigned) == 2 * KAFKA_PARTITIONS)
 
     def committed(self, partitions: list[str]) -> dict[str, int]:
         """The consumer group's committed offset of each ``topic:partition`` (0 if none)."""
@@ -173,9 +182,14 @@ class KillCluster:
                 for tp in tps}
 
     def wait_codes(self, timeout: float) -> list[int]:
+        """Every worker's exit code once all have exited by themselves."""
         deadline = time.monotonic() + timeout
         for gen in self.current.values():
-            gen.worker.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            try:
+                gen.worker.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"{gen.agent} still running after {timeout:.0f}s "
+                                     f"(KILL_SEED={self.seed})\n{self.tails(60)}") from None
         return [g.worker.process.returncode for g in self.current.values()]
 
     def tails(self, lines: int = 30) -> str:
@@ -185,5 +199,5 @@ class KillCluster:
 def _log_state(log: str) -> str:
     """Where a worker's log says it was: started, joining, rebalancing or assigned."""
     if ASSIGNED not in log:
-        return "joining" if JOINING in log else "started"
+        return "joining" if JOINING in log else "started" if STARTED in log else "launched"
     return "rebalancing" if log.rfind(REVOKED) > log.rfind(ASSIGNED) else "assigned"

@@ -26,7 +26,7 @@ from kill_audit import (
     read_topic,
     redeliveries,
 )
-from kill_cluster import ASSIGNED, JOINING, REVOKED, KillCluster, kill_seed
+from kill_cluster import ASSIGNED, JOINING, REVOKED, STARTED, KillCluster, kill_seed
 from pymongo import MongoClient
 
 from crawler import demo_site
@@ -60,8 +60,16 @@ def _stored(kc: KillCluster) -> int:
     return stored_pages(kc.env["MONGO_URI"], "crawler", kc.crawl_id)[0]
 
 
-def _wait(kc: KillCluster, predicate: Callable[[], bool], what: str, timeout: float = 300) -> None:
-    wait_until(predicate, timeout, f"{what} (KILL_SEED={kc.seed})")
+def _wait(kc: KillCluster, predicate: Callable[[], bool], what: str, timeout: float = 300,
+          poll: float = 0.2) -> None:
+    """Wait for *predicate*; *poll* is short where the moment to kill lasts about a second."""
+    if poll >= 0.2:
+        wait_until(predicate, timeout, f"{what} (KILL_SEED={kc.seed})")
+        return
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what} (KILL_SEED={kc.seed})"
+        time.sleep(poll)
 
 
 def _kill_holder(kc: KillCluster, phase: str, ready: Callable[[], bool] = lambda: True,
@@ -86,10 +94,11 @@ def _log_has(kc: KillCluster, index: int, text: str, after: int = 0) -> bool:
 def _startup_kills(kc: KillCluster) -> None:
     """One worker killed before it joins the group, one while it joins, one holding work."""
     kc.start(0)
-    time.sleep(kc.rng.uniform(0.2, 1.0))  # a kill point, not a wait for a result
+    _wait(kc, lambda: STARTED in kc.log_text(0), "worker 0 running", poll=0.02)
+    time.sleep(kc.rng.uniform(0.0, 0.3))  # a kill point, not a wait for a result
     kc.kill(0, "pre-join")
     _wait(kc, lambda: _log_has(kc, 0, JOINING) and not _log_has(kc, 0, ASSIGNED),
-          "worker 0 joining")
+          "worker 0 joining", poll=0.02)
     kc.kill(0, "joining")
     for index in range(1, WORKERS):
         kc.start(index)
@@ -102,7 +111,8 @@ def _rebalance_kill(kc: KillCluster) -> None:
     victim = kc.rng.choice(kc.holders())
     mark = len(kc.log_text(victim))
     kc.start(max(kc.current) + 1)
-    _wait(kc, lambda: REVOKED in kc.log_text(victim)[mark:], "a rebalance after a worker started")
+    _wait(kc, lambda: REVOKED in kc.log_text(victim)[mark:], "a rebalance after a worker started",
+          poll=0.02)
     kc.kill(victim, "rebalance")
 
 
@@ -160,8 +170,8 @@ def test_kills_at_start_up_in_a_rebalance_and_while_draining(
     # gives up once the crawl is over: every page stored, or the workers exited (pages lost)
     over = lambda: _stored(kc) == PAGES or not kc.alive()  # noqa: E731
     _kill_holder(kc, "draining", lambda: _stored(kc) >= PAGES - left, give_up=over)
-    _wait(kc, lambda: (_stored(kc) == PAGES and kc.all_idle()) or not kc.alive(),
-          "every page stored and every worker idle")
+    _wait(kc, lambda: (_stored(kc) == PAGES and kc.drained()) or not kc.alive(),
+          "every page stored and the crawl drained")
     if kc.alive():
         time.sleep(kc.rng.uniform(0.0, 2.0))  # a kill point inside the idle timeout
         kc.kill(kc.rng.choice(kc.alive()), "idle")

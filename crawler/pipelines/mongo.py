@@ -3,7 +3,9 @@
 Each item becomes a document whose ``_id`` is a key stable across redeliveries
 (the request fingerprint of its ``url``, or a SHA1 of ``MONGO_KEY_FIELDS``).
 ``process_item`` returns only once the item's batch is durably written, so a
-request is never acknowledged while one of its items sits in memory.
+request is never acknowledged while one of its items sits in memory. Every
+MongoDB operation is bounded by ``MONGO_TIMEOUT``; a failed write is retried
+for ever unless the document itself can never be stored (``docs/delivery.md``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Self
 
 import bson
+import pymongo
 from bson.raw_bson import RawBSONDocument
 from itemadapter import ItemAdapter
 from pymongo import ASCENDING, IndexModel
@@ -29,8 +32,10 @@ from crawler.pipelines.mongo_batch import (
     BatchWriter,
     is_transient,
     is_transient_write_error,
+    rejects_document,
     retry_delay,
 )
+from crawler.pipelines.mongo_errors import describe
 
 if TYPE_CHECKING:
     from pymongo import AsyncMongoClient
@@ -43,7 +48,7 @@ if TYPE_CHECKING:
 
 # The batching and retry helpers live in crawler.pipelines.mongo_batch; importable from here too.
 __all__ = ["TRANSIENT_CODES", "MongoPipeline", "is_transient", "is_transient_write_error",
-           "retry_delay"]
+           "rejects_document", "retry_delay"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +69,9 @@ class MongoPipeline:
         retry_backoff: float = defaults.MONGO_RETRY_BACKOFF,
         retry_backoff_max: float = defaults.MONGO_RETRY_BACKOFF_MAX,
         connect_timeout: float = defaults.CONNECT_TIMEOUT,
+        timeout: float = defaults.MONGO_TIMEOUT,
+        write_timeout: float = defaults.MONGO_WRITE_TIMEOUT,
+        index_timeout: float = defaults.MONGO_INDEX_TIMEOUT,
     ) -> None:
         self.uri, self.database, self.collection_name = uri, database, collection
         self.batch_size, self.batch_timeout = batch_size, batch_timeout
@@ -71,7 +79,8 @@ class MongoPipeline:
         self.write_concern, self.journal = write_concern, journal
         self.indexes = list(defaults.MONGO_INDEXES if indexes is None else indexes)
         self.retry_backoff, self.retry_backoff_max = retry_backoff, retry_backoff_max
-        self.connect_timeout = connect_timeout
+        self.connect_timeout, self.index_timeout = connect_timeout, index_timeout
+        self.timeout, self.write_timeout = timeout, write_timeout
         self._fingerprinter = fingerprinter
         self._client: AsyncMongoClient[dict[str, Any]] | None = None
         self._doc_limit = _DOC_LIMIT
@@ -109,19 +118,21 @@ class MongoPipeline:
             indexes=config.get_list(s, "MONGO_INDEXES"), retry_backoff=backoff,
             retry_backoff_max=config.get_float(s, "MONGO_RETRY_BACKOFF_MAX", minimum=backoff),
             connect_timeout=config.get_float(s, "CONNECT_TIMEOUT", minimum=0, exclusive_min=True),
+            timeout=mongo_timeout(s), write_timeout=write_timeout_setting(s),
+            index_timeout=config.get_float(s, "MONGO_INDEX_TIMEOUT", minimum=0,
+                                           exclusive_min=True),
         )
 
     async def open_spider(self, spider: Spider | None = None) -> None:
         """Connect, check the server answers and create the indexes."""
         client = mongo_client(self.uri, connect_timeout=self.connect_timeout,
-                              write_concern=self.write_concern, journal=self.journal)
+                              write_concern=self.write_concern, journal=self.journal,
+                              timeout=self.timeout, write_timeout=self.write_timeout)
         try:
             await check_mongo(client, self.uri)
             hello = await client.admin.command("hello")
             collection = client[self.database][self.collection_name]
-            if self.indexes:
-                await collection.create_indexes(
-                    [IndexModel([(name, ASCENDING)]) for name in self.indexes])
+            await self._create_indexes(collection)
         except BaseException as exc:
             await client.close()
             if isinstance(exc, PyMongoError):
@@ -132,6 +143,21 @@ class MongoPipeline:
         logger.info("Storing items in MongoDB %s, collection %s.%s (batches of %d, w=%s)",
                     mask_url(self.uri), self.database, self.collection_name, self.batch_size,
                     self.write_concern)
+
+    async def _create_indexes(self, collection: AsyncCollection[dict[str, Any]]) -> None:
+        """Create ``MONGO_INDEXES`` within ``MONGO_INDEX_TIMEOUT``, or fail with one line."""
+        if not self.indexes:
+            return
+        try:
+            with pymongo.timeout(self.index_timeout):
+                await collection.create_indexes(
+                    [IndexModel([(name, ASCENDING)]) for name in self.indexes])
+        except PyMongoError as exc:
+            raise ServiceUnavailable(
+                "MONGO_URI", self.uri,
+                f"creating the indexes {', '.join(self.indexes)} (MONGO_INDEXES) of "
+                f"{self.database}.{self.collection_name} failed within "
+                f"MONGO_INDEX_TIMEOUT={self.index_timeout:g} s: {describe(exc)}") from exc
 
     async def process_item(self, item: Any, spider: Spider | None = None) -> Any:
         """Return *item* once it is stored; raise DropItem if MongoDB cannot take it."""
@@ -184,6 +210,20 @@ def database_name(settings: BaseSettings) -> str:
     if not name or any(char in name for char in '/\\. "$\0') or len(name) > 63:
         raise SettingError("MONGO_DATABASE", f"{name!r} is not a valid MongoDB database name")
     return name
+
+
+def mongo_timeout(settings: BaseSettings) -> float:
+    return config.get_float(settings, "MONGO_TIMEOUT", minimum=0, exclusive_min=True)
+
+
+def write_timeout_setting(settings: BaseSettings) -> float:
+    """``MONGO_WRITE_TIMEOUT``, shorter than ``MONGO_TIMEOUT``: the server's answer comes first."""
+    value = config.get_float(settings, "MONGO_WRITE_TIMEOUT", minimum=0, exclusive_min=True)
+    if value >= mongo_timeout(settings):
+        raise SettingError("MONGO_WRITE_TIMEOUT", f"{value:g} must be shorter than "
+                           f"MONGO_TIMEOUT ({mongo_timeout(settings):g}), so that MongoDB "
+                           "reports a write concern timeout before the connection times out")
+    return value
 
 
 def write_concern_setting(settings: BaseSettings) -> str | int:

@@ -1,10 +1,11 @@
-"""Batched bulk upserts into MongoDB that retry transient failures until they succeed.
+"""Batched bulk upserts into MongoDB that retry every failure but a bad document's for ever.
 
 :class:`BatchWriter` collects documents into batches, seals a batch when it is full or old
 enough, and writes the sealed batches one after the other; each document's waiter settles
-once its upsert is durably written (or permanently rejected). The error classification
-(:func:`is_transient`, :func:`is_transient_write_error`) and backoff (:func:`retry_delay`)
-are plain functions.
+once its upsert is durably written, or rejected because the document itself can never be
+stored (:func:`~crawler.pipelines.mongo_errors.rejects_document`). Any other failure stalls
+the batch: it is retried with backoff (:func:`retry_delay`) until it succeeds, with the stat
+``mongo/stalled`` at 1 and a log line at every retry, and its waiters wait.
 """
 
 from __future__ import annotations
@@ -18,16 +19,17 @@ from typing import TYPE_CHECKING, Any
 
 from bson.raw_bson import RawBSONDocument
 from pymongo import ReplaceOne
-from pymongo.errors import (
-    BulkWriteError,
-    ConnectionFailure,
-    OperationFailure,
-    PyMongoError,
-    WriteConcernError,
-)
+from pymongo.errors import BulkWriteError, PyMongoError
 from scrapy.exceptions import DropItem
 
 from crawler.config import mask_url
+from crawler.pipelines.mongo_errors import (
+    TRANSIENT_CODES,
+    describe,
+    is_id_race,
+    is_transient,
+    rejects_document,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -35,14 +37,11 @@ if TYPE_CHECKING:
     from pymongo.asynchronous.collection import AsyncCollection
     from scrapy.statscollectors import StatsCollector
 
+__all__ = ["TRANSIENT_CODES", "Batch", "BatchWriter", "is_transient",
+           "is_transient_write_error", "rejects_document", "retry_delay"]
+
 # the pipeline's channel, so that log settings and filters for it keep covering its writes
 logger = logging.getLogger("crawler.pipelines.mongo")
-
-#: server error codes worth retrying: not primary, shutting down, network, timeouts
-TRANSIENT_CODES = frozenset(
-    {6, 7, 24, 50, 64, 89, 91, 112, 134, 189, 262, 9001, 10058, 10107, 11600, 11602, 13435,
-     13436}
-)
 
 
 def retry_delay(attempt: int, base: float, cap: float) -> float:
@@ -50,20 +49,9 @@ def retry_delay(attempt: int, base: float, cap: float) -> float:
     return min(cap, base * 2 ** min(attempt, 32))
 
 
-def is_transient(exc: BaseException) -> bool:
-    """Whether a failed bulk write (other than a ``BulkWriteError``) may succeed later."""
-    if isinstance(exc, (ConnectionFailure, WriteConcernError)):
-        return True  # includes AutoReconnect, NetworkTimeout, NotPrimary, server selection
-    if isinstance(exc, OperationFailure):
-        return exc.code in TRANSIENT_CODES or exc.has_error_label("RetryableWriteError")
-    return False
-
-
 def is_transient_write_error(error: dict[str, Any]) -> bool:
-    """Whether one ``writeErrors`` entry of a bulk write may succeed when retried."""
-    if error.get("code") == 11000:  # two upserts of one _id raced: the retry replaces
-        return error.get("keyPattern") == {"_id": 1} or "index: _id_ " in error.get("errmsg", "")
-    return error.get("code") in TRANSIENT_CODES
+    """Whether one ``writeErrors`` entry is an outage (an ``_id`` upsert race, a failover)."""
+    return is_id_race(error) or error.get("code") in TRANSIENT_CODES
 
 
 @dataclass
@@ -99,8 +87,8 @@ class Batch:
 class BatchWriter:
     """Upsert documents into :attr:`collection` in batches, in order, retrying for ever.
 
-    Transient failures are retried after :func:`retry_delay`; only permanent write errors
-    reject a document (its waiter raises ``DropItem``).
+    Every failure is retried after :func:`retry_delay`, for ever; only a per-document write
+    error that no retry can fix rejects its document (its waiter raises ``DropItem``).
     """
 
     def __init__(
@@ -174,62 +162,85 @@ class BatchWriter:
                 result = await self.collection.bulk_write(
                     [batch.ops[i] for i in todo], ordered=False)
             except BulkWriteError as exc:
-                todo = self._partial(batch, todo, exc.details)
-            except PyMongoError as exc:
-                if not is_transient(exc):
-                    raise
-                self._failed(exc)
+                todo = self._partial(batch, todo, exc.details, attempt)
+            except PyMongoError as exc:  # the whole batch failed: it stalls, whatever the error
+                self._failed(exc, attempt, transient=is_transient(exc))
             else:
                 stored = (result.upserted_count + result.matched_count
                           if result.acknowledged else len(todo))
                 self._stored(batch, todo, stored)
                 todo = []
             if todo:
-                await asyncio.sleep(retry_delay(attempt, self.retry_backoff,
-                                                self.retry_backoff_max))
+                await asyncio.sleep(self._delay(attempt))
                 attempt += 1
         self._inc("mongo/batches")
-        if self._outage_since is not None:
-            logger.info("MongoDB writes succeed again after %.1f s (%d retries of this batch)",
-                        time.monotonic() - self._outage_since, attempt)
-            self._outage_since = None
+        self._recovered(attempt)
 
-    def _partial(self, batch: Batch, todo: list[int], details: Mapping[str, Any]) -> list[int]:
-        """Reject the permanent failures of a bulk write; return what to write again."""
+    def _partial(self, batch: Batch, todo: list[int], details: Mapping[str, Any],
+                 attempt: int) -> list[int]:
+        """Reject the documents that can never be stored; return what to write again."""
         failed: set[int] = set()
-        retry: list[int] = []
+        retry: list[tuple[int, dict[str, Any]]] = []
         for error in details.get("writeErrors", []):
             position = todo[error["index"]]
             failed.add(position)
-            if is_transient_write_error(error):
-                retry.append(position)
-            else:
+            if rejects_document(error):
                 reason = (f"MongoDB rejected the item {batch.keys[position]}: "
                           f"{error.get('errmsg')} (code {error.get('code')})")
                 batch.settle(position, self.reject(reason))
+            else:
+                retry.append((position, error))
+        again = [position for position, _ in retry]
         if details.get("writeConcernErrors"):  # applied, not confirmed: write them again
-            self._failed(details["writeConcernErrors"][0].get("errmsg"))
-            return [i for i in todo if i not in failed or i in retry]
+            concern = details["writeConcernErrors"][-1]
+            self._failed(concern, attempt, transient=concern.get("code") in TRANSIENT_CODES)
+            return [i for i in todo if i not in failed or i in again]
         done = [i for i in todo if i not in failed]
         self._stored(batch, done, details.get("nUpserted", 0) + details.get("nMatched", 0))
         if retry:
-            self._failed(f"{len(retry)} transient write errors")
-        return retry
+            errors = [error for _, error in retry]
+            self._failed(f"{len(retry)} write errors, the first: {describe(errors[0])}", attempt,
+                         transient=all(is_transient_write_error(e) for e in errors))
+        return again
 
     def _stored(self, batch: Batch, positions: list[int], count: int) -> None:
         for position in positions:
             batch.settle(position)
         self._inc("mongo/stored", count)
 
-    def _failed(self, error: object) -> None:
+    def _delay(self, attempt: int) -> float:
+        return retry_delay(attempt, self.retry_backoff, self.retry_backoff_max)
+
+    def _failed(self, error: object, attempt: int, *, transient: bool) -> None:
+        """Count a failed write and say so, once per retry: the lines thin out with the backoff."""
         self._inc("mongo/retries")
+        cause = error if isinstance(error, str) else describe(error)
         if self._outage_since is None:
             self._outage_since = time.monotonic()
-            logger.warning("MongoDB writes to %s fail (%s); retrying until they succeed: the "
-                           "crawl waits, no item is dropped", mask_url(self.uri), error)
-        else:
-            logger.debug("MongoDB write failed again: %s", error)
+            self._inc("mongo/stalls")
+            self._set("mongo/stalled", 1)
+        if transient:
+            logger.warning("MongoDB writes to %s fail (%s); retrying until they succeed, "
+                           "next in %.1f s: the crawl waits, no item is dropped",
+                           mask_url(self.uri), cause, self._delay(attempt))
+            return
+        logger.error("MongoDB writes to %s are stalled for %.0f s by an error that needs "
+                     "attention (%s); retrying until they succeed, next in %.1f s: the crawl "
+                     "waits, no item is dropped", mask_url(self.uri),
+                     time.monotonic() - self._outage_since, cause, self._delay(attempt))
+
+    def _recovered(self, attempt: int) -> None:
+        if self._outage_since is None:
+            return
+        logger.info("MongoDB writes succeed again after %.1f s (%d retries of this batch)",
+                    time.monotonic() - self._outage_since, attempt)
+        self._outage_since = None
+        self._set("mongo/stalled", 0)
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self._stats is not None:
             self._stats.inc_value(key, count)
+
+    def _set(self, key: str, value: int) -> None:
+        if self._stats is not None:
+            self._stats.set_value(key, value)
