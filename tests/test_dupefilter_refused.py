@@ -94,6 +94,17 @@ async def _refuse(admin: redis.asyncio.Redis, how: str) -> None:
         await admin.execute_command("ACL", "SETUSER", "limited", "-eval", "-evalsha")
 
 
+class _Unplugged(BaseException):
+    """Ends an outbox loop that retries for ever (a broken build) when the test is over."""
+
+
+class _Unplug:
+    async def check(self, fingerprints: Any) -> list[bool]:
+        raise _Unplugged
+
+    add = check
+
+
 class _Stats:
     def __init__(self) -> None:
         self.values: dict[str, int] = {}
@@ -123,23 +134,26 @@ def test_a_refused_bloom_script_stops_the_outbox_and_keeps_the_lease(
                         barrier=barrier, topic="t", dead_topic="t.dead",
                         key_for=lambda r: b"", encode=lambda r: r.url.encode(),
                         stats=_Stats(), backoff=0.01, stop=stops.append)  # type: ignore[arg-type]
-        for i in range(5):
-            outbox.submit(Request(f"http://example.com/{i}"), bytes([i]) * 20)
-        barrier.finish("the parent lease")
-        await asyncio.sleep(0)
-        for _ in range(2000):  # an event-based wait: stop is called, or the test fails
-            if stops:
-                break
-            await asyncio.sleep(0.01)
-        # NOPERM refuses the check: nothing is produced, the 5 requests are given up. OOM
-        # lets the read-only check run: the 5 are produced, and adding them is refused.
-        assert outbox.stopped and outbox.abandoned == (5 if how == "noperm" else 0)
-        outbox.submit(Request("http://example.com/later"), b"z" * 20)
-        await asyncio.sleep(0.2)  # nothing to wait for: a stopped outbox calls no one
-        assert outbox.stats.values.get("bloom/retries") is None  # type: ignore[attr-defined]
-        await admin.config_set("maxmemory", "0")
-        await client.aclose()
-        await admin.aclose()
+        try:
+            for i in range(5):
+                outbox.submit(Request(f"http://example.com/{i}"), bytes([i]) * 20)
+            barrier.finish("the parent lease")
+            for _ in range(2000):  # an event-based wait: stop is called, or the test fails
+                if stops:
+                    break
+                await asyncio.sleep(0.01)
+            # NOPERM refuses the check: nothing is produced, the 5 requests are given up.
+            # OOM lets the read-only check run: the 5 are produced, adding them is refused.
+            assert outbox.stopped and outbox.abandoned == (5 if how == "noperm" else 0)
+            outbox.submit(Request("http://example.com/later"), b"z" * 20)
+            await asyncio.sleep(0.2)  # nothing to wait for: a stopped outbox calls no one
+            assert outbox.stats.values.get("bloom/retries") is None  # type: ignore[attr-defined]
+        finally:
+            outbox.bloom = _Unplug()
+            await asyncio.sleep(0.1)
+            await admin.config_set("maxmemory", "0")
+            await client.aclose()
+            await admin.aclose()
 
     with caplog.at_level(logging.WARNING):
         asyncio.run(scenario())
