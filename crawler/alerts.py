@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 RULES = ("failure_rate", "lag_growing", "proxies_low", "bloom_fill", "node_silent",
-         "bloom_missing")
+         "bloom_missing", "storage_stalled")
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,19 @@ def _missing_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
                  "creates an empty filter (BLOOM_ON_MISSING)", losses, 0.0)
 
 
-_RULES = (_failure_rule, _lag_rule, _proxy_rule, _bloom_rule, _silent_rule, _missing_rule)
+def _storage_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
+    """This worker's MongoDB writes fail and are being retried (``mongo/stalled``)."""
+    if not _number(data.stats.get("mongo/stalled")):
+        return None
+    stalls = _number(data.stats.get("mongo/stalls"))
+    return Alert("storage_stalled", "critical",
+                 "MongoDB writes fail and are retried: items wait and their requests are not "
+                 f"acknowledged ({stalls:.0f} stall(s) so far; the worker log names the error)",
+                 stalls, 0.0)
+
+
+_RULES = (_failure_rule, _lag_rule, _proxy_rule, _bloom_rule, _silent_rule, _missing_rule,
+          _storage_rule)
 
 
 def evaluate(data: AlertInput, limit: Thresholds) -> list[Alert]:

@@ -112,14 +112,22 @@ def test_bloom_missing_rule():
     assert "missing from Redis" in alert.message and "BLOOM_ON_MISSING" in alert.message
 
 
+def test_storage_stalled_rule():
+    assert names(AlertInput(now=NOW, stats={"mongo/stalled": 0, "mongo/stalls": 2})) == []
+    [alert] = evaluate(AlertInput(now=NOW, stats={"mongo/stalled": 1, "mongo/stalls": 3}),
+                       LIMITS)
+    assert (alert.name, alert.severity, alert.value) == ("storage_stalled", "critical", 3.0)
+    assert "MongoDB writes fail" in alert.message
+
+
 def test_every_rule_at_once_in_rule_order():
     # bloom_fill and bloom_missing never hold together in a crawl; the rules are pure
     data = AlertInput(now=NOW, stats={"retry/failed": 1, "proxy/pool/alive": 0,
-                                      "bloom/missing": 1},
+                                      "bloom/missing": 1, "mongo/stalled": 1},
                       heartbeats={"w": NOW - 60}, bloom_fill=1.0, bloom_exists=False,
                       lag_growing=(601.0, 1, 2))
     assert names(data) == ["failure_rate", "lag_growing", "proxies_low", "bloom_fill",
-                           "node_silent", "bloom_missing"]
+                           "node_silent", "bloom_missing", "storage_stalled"]
 
 
 class AlertSpider(Spider):
@@ -175,7 +183,8 @@ def test_alert_gauge_in_the_metrics():
     [family] = [f for f in collector.collect() if f.name == "crawler_alerts_active"]
     values = {s.labels["alert"]: s.value for s in family.samples}
     assert values == {"bloom_fill": 1.0, "failure_rate": 0.0, "lag_growing": 0.0,
-                      "node_silent": 0.0, "proxies_low": 0.0, "bloom_missing": 0.0}
+                      "node_silent": 0.0, "proxies_low": 0.0, "bloom_missing": 0.0,
+                      "storage_stalled": 0.0}
 
 
 def test_webhook_failure_is_logged_not_raised(caplog):
