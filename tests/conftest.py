@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +24,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     try:
         services.start()
         yield services
+    finally:
+        services.stop()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[str]:
+    """A Redis of this test alone, which it may flush, limit or give ACL users."""
+    services = Stack(tmp_path / "own-redis")
+    try:
+        yield services.start(["redis"])["REDIS_URL"]
     finally:
         services.stop()
 

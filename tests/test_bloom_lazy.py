@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -16,7 +14,6 @@ from crawler.bloom import PIECE_BITS, piece_key, piece_sizes, slice_spec
 from crawler.connection import redis_client
 from crawler.dupefilter import RedisBloom
 from crawler.redis_errors import is_transient
-from crawler.stack import Stack
 
 PIECE_BYTES = PIECE_BITS // 8
 DEFAULTS = {"capacity": 10_000_000, "error_rate": 0.001, "growth": 2}  # BLOOM_* defaults
@@ -26,15 +23,6 @@ DEFAULTS = {"capacity": 10_000_000, "error_rate": 0.001, "growth": 2}  # BLOOM_*
 def key(crawl_id: str) -> str:
     return f"{{{crawl_id}}}:bloom"
 
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[str]:
-    """A Redis of this test alone, whose maxmemory it may change."""
-    stack = Stack(tmp_path / "stack")
-    try:
-        yield stack.start(["redis"])["REDIS_URL"]
-    finally:
-        stack.stop()
 
 
 def fingerprints(count: int, seed: int) -> list[bytes]:

@@ -8,7 +8,6 @@ import asyncio
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from crawler.connection import redis_client
 from crawler.demo import running, worker_command, worker_logs
 from crawler.dupefilter import BloomMissing, RedisBloom
 from crawler.redis_errors import is_transient
-from crawler.stack import Stack
 
 PAGES = 1500
 PAUSED = "is missing from Redis"
@@ -32,15 +30,6 @@ PAUSED = "is missing from Redis"
 RESTARTED = 10
 PARAMS = {"capacity": 1000, "error_rate": 0.01, "growth": 2}
 
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[str]:
-    """A Redis of this test alone, which it may flush."""
-    stack = Stack(tmp_path / "stack")
-    try:
-        yield stack.start(["redis"])["REDIS_URL"]
-    finally:
-        stack.stop()
 
 
 def test_a_vanished_filter_pauses_until_it_is_back(

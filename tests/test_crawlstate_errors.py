@@ -6,24 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from crawler.completion import Completion, LocalState
 from crawler.connection import redis_client
 from crawler.crawlstate import CrawlState
-from crawler.stack import Stack
-
-
-@pytest.fixture
-def own_redis(tmp_path) -> Iterator[str]:
-    """A Redis of this test alone: it gets an ACL user."""
-    services = Stack(tmp_path / "redis")
-    try:
-        yield services.start(["redis"])["REDIS_URL"]
-    finally:
-        services.stop()
 
 
 class Closed:

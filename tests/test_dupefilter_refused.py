@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +34,6 @@ REFUSED = "retrying cannot help"
 class _Spider(Spider):
     name = "wiring"
 
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[str]:
-    """A Redis of this test alone: it may flush it, limit it, give it ACL users."""
-    services = Stack(tmp_path / "redis")
-    try:
-        yield services.start(["redis"])["REDIS_URL"]
-    finally:
-        services.stop()
 
 
 def _scheduler(redis_url: str, crawl_id: str, **settings: Any) -> KafkaScheduler:

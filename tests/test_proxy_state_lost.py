@@ -8,9 +8,7 @@ import asyncio
 import logging
 import os
 import random
-from collections.abc import Iterator
 
-import pytest
 import redis
 from helpers import wait_until
 
@@ -18,21 +16,11 @@ from crawler.connection import redis_client
 from crawler.demo import running, stored_pages, wait_all, worker_command, worker_logs
 from crawler.proxypool import PoolPolicy, ProxyPool, parse_proxy
 from crawler.proxystore import RedisProxyStore
-from crawler.stack import Stack
 from crawler.testproxies import start_proxies
 
 P1, P2 = "http://user:pw@127.0.0.1:3128", "http://127.0.0.1:3129"
 LOST = "is missing from Redis"
 
-
-@pytest.fixture
-def own_redis(tmp_path) -> Iterator[str]:
-    """A Redis of this test alone: FLUSHALL must not touch the session's services."""
-    services = Stack(tmp_path / "redis")
-    try:
-        yield services.start(["redis"])["REDIS_URL"]
-    finally:
-        services.stop()
 
 
 def store(url: str, crawl: str, seed: int) -> RedisProxyStore:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -14,17 +12,7 @@ from redis import exceptions as rex
 
 from crawler.dupefilter import BloomMissing, RedisBloom
 from crawler.redis_errors import describe, is_transient, kind
-from crawler.stack import Stack, free_port
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[str]:
-    """A Redis of this test alone, whose users and limits it may change."""
-    stack = Stack(tmp_path / "stack")
-    try:
-        yield stack.start(["redis"])["REDIS_URL"]
-    finally:
-        stack.stop()
+from crawler.stack import free_port
 
 
 @pytest.mark.parametrize("exc", [
