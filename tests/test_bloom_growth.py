@@ -5,42 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import random
-from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
+from bloom_helpers import batched, fingerprints, fp_bound
 
 from crawler import bloom as bloom_module
 from crawler.bloom import plan, slice_spec
 from crawler.connection import redis_client
 from crawler.dupefilter import RedisBloom
 
-BATCH = 500
-
 
 @pytest.fixture
 def key(crawl_id: str) -> str:
     return f"{{{crawl_id}}}:bloom"
-
-
-def fingerprints(count: int, seed: int) -> list[bytes]:
-    rng = random.Random(seed)
-    return [rng.randbytes(20) for _ in range(count)]
-
-
-def fp_bound(trials: int, rate: float) -> float:
-    """Mean plus four standard deviations of the false positives among *trials*."""
-    mean = trials * rate
-    return mean + 4 * math.sqrt(mean * (1 - rate))
-
-
-async def batched(call: Callable[[Sequence[bytes]], Awaitable[list[bool]]],
-                  fps: Sequence[bytes]) -> list[bool]:
-    out: list[bool] = []
-    for start in range(0, len(fps), BATCH):
-        out += await call(fps[start:start + BATCH])
-    return out
 
 
 async def fill_and_probe(redis_url: str, key: str, added: int, **params: object) -> tuple[

@@ -4,10 +4,10 @@ or slice costs nothing, and one call cannot push Redis far past ``maxmemory``.""
 from __future__ import annotations
 
 import asyncio
-import random
 
 import pytest
 import redis.asyncio as aioredis
+from bloom_helpers import fingerprints
 from redis.exceptions import OutOfMemoryError, ResponseError
 
 from crawler.bloom import PIECE_BITS, piece_key, piece_sizes, slice_spec
@@ -23,11 +23,6 @@ DEFAULTS = {"capacity": 10_000_000, "error_rate": 0.001, "growth": 2}  # BLOOM_*
 def key(crawl_id: str) -> str:
     return f"{{{crawl_id}}}:bloom"
 
-
-
-def fingerprints(count: int, seed: int) -> list[bytes]:
-    rng = random.Random(seed)
-    return [rng.randbytes(20) for _ in range(count)]
 
 
 async def filter_keys(client: aioredis.Redis, key: str) -> dict[str, int]:

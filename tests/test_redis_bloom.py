@@ -7,16 +7,16 @@ import json
 import logging
 import math
 import os
-import random
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from bloom_helpers import batched, fingerprints, fp_bound
 
 from crawler.bloom import (
     PIECE_BITS,
@@ -32,31 +32,11 @@ from crawler.connection import redis_client
 from crawler.dupefilter import BloomMissing, RedisBloom
 
 ROOT = Path(__file__).resolve().parents[1]
-BATCH = 500
 
 
 @pytest.fixture
 def key(crawl_id: str) -> str:
     return f"{{{crawl_id}}}:bloom"
-
-
-def fingerprints(count: int, seed: int) -> list[bytes]:
-    rng = random.Random(seed)
-    return [rng.randbytes(20) for _ in range(count)]
-
-
-def fp_bound(trials: int, rate: float) -> float:
-    """Mean plus four standard deviations of the false positives among *trials*."""
-    mean = trials * rate
-    return mean + 4 * math.sqrt(mean * (1 - rate))
-
-
-async def batched(call: Callable[[Sequence[bytes]], Awaitable[list[bool]]],
-                  fps: Sequence[bytes], size: int = BATCH) -> list[bool]:
-    out: list[bool] = []
-    for start in range(0, len(fps), size):
-        out += await call(fps[start:start + size])
-    return out
 
 
 @asynccontextmanager
