@@ -115,6 +115,8 @@ async def _provoke(client: redis.Redis, ext: AlertsExtension, crawl_id: str) -> 
     stats.set_value("response_received_count", 10)
     stats.set_value("retry/failed", 5)  # 5 / 15 > 5 %
     stats.set_value("proxy/pool/alive", 0)
+    stats.set_value("mongo/stalled", 1)  # as the MongoDB pipeline sets it while writes fail
+    stats.set_value("mongo/stalls", 1)
     _beat(client, crawl_id, "ghost:1:aa", ts=time.time() - 120, lag=7)  # still in the hash
     alerts: list[str] = []
     for lag in (10, 20):  # growing for 1.6 s only: not yet an alert
@@ -123,7 +125,8 @@ async def _provoke(client: redis.Redis, ext: AlertsExtension, crawl_id: str) -> 
         alerts = [a.name for a in await ext.check()]
     await asyncio.sleep(1.6)
     _beat(client, crawl_id, "live:2:bb", ts=time.time(), lag=30)
-    assert alerts == ["failure_rate", "proxies_low", "bloom_fill", "node_silent"]
+    assert alerts == ["failure_rate", "proxies_low", "bloom_fill", "node_silent",
+                      "storage_stalled"]
     return [a.name for a in await ext.check()]
 
 
@@ -184,6 +187,7 @@ async def _clear(client: redis.Redis, ext: AlertsExtension, crawl_id: str) -> No
     assert stats is not None
     stats.set_value("response_received_count", 1000)
     stats.set_value("proxy/pool/alive", 3)
+    stats.set_value("mongo/stalled", 0)  # a write succeeded
     client.hdel(f"{{{crawl_id}}}:workers", "ghost:1:aa")
     client.delete(f"{{{crawl_id}}}:bloom:meta")
     _beat(client, crawl_id, "live:2:bb", ts=time.time(), lag=0)  # the lag falls
