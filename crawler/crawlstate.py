@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from scrapy.settings import BaseSettings
 
+from crawler import config
 from crawler.redis_retry import RedisRetry
 
 logger = logging.getLogger(__name__)
@@ -63,6 +65,14 @@ def stale_after(heartbeat_interval: float, session_timeout_ms: int) -> float:
     """Seconds (Redis time) without a heartbeat after which a worker is lost: three
     missed beats, and never before Kafka itself gives its partitions away."""
     return max(3 * heartbeat_interval, session_timeout_ms / 1000 + 1)
+
+
+def stale_after_setting(settings: BaseSettings) -> float:
+    """:func:`stale_after` of the crawl's settings (``CRAWL_HEARTBEAT_INTERVAL``,
+    ``KAFKA_SESSION_TIMEOUT_MS``), validated: the one rule for every reader of heartbeats."""
+    return stale_after(
+        config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1),
+        config.get_int(settings, "KAFKA_SESSION_TIMEOUT_MS", minimum=1000))
 
 
 _CLAIM = """

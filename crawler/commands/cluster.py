@@ -138,11 +138,7 @@ def _bloom(client: aioredis.Redis, crawl: str, settings: BaseSettings) -> RedisB
         growth=config.get_int(settings, "BLOOM_GROWTH", minimum=1))
 
 
-def stale_after(settings: BaseSettings) -> float:
-    """Seconds without a heartbeat after which a node is shown as lost (the workers' rule)."""
-    return crawlstate.stale_after(
-        config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1),
-        config.get_int(settings, "KAFKA_SESSION_TIMEOUT_MS", minimum=1000))
+stale_after = crawlstate.stale_after_setting  # the workers' one rule
 
 
 async def _connect(settings: BaseSettings, url: str) -> aioredis.Redis | None:

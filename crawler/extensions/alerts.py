@@ -39,11 +39,7 @@ logger = logging.getLogger(__name__)
 STAT_PREFIX = "alerts/active/"
 
 
-def stale_after(settings: Any) -> float:
-    """Seconds without a heartbeat after which the crawl takes a worker for lost."""
-    return crawlstate.stale_after(
-        config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1),
-        config.get_int(settings, "KAFKA_SESSION_TIMEOUT_MS", minimum=1000))
+stale_after = crawlstate.stale_after_setting  # the workers' one rule
 
 
 def thresholds(settings: Any) -> Thresholds:
