@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.micro [--quick] [--out docs/benchmarks/micro.md]
 
 Starts its own Redis and Kafka-protocol broker (Tansu) on free loopback ports with
-:class:`crawler.stack.Stack`, stops them by PID at the end, and measures:
+:class:`crawler.localstack.stack.Stack`, stops them by PID at the end, and measures:
 
 1. Bloom memory per URL (``MEMORY USAGE`` of a real filter) and its false-positive rate;
 2. dedup throughput: fingerprints checked and added a second by one worker process;
@@ -34,8 +34,8 @@ from pathlib import Path
 
 from benchmarks import micro_bloom, micro_codec, micro_demo_site, micro_frontier
 from benchmarks.micro_result import FULL, QUICK, Measurement, Sizes, fmt
-from crawler.stack import Stack
-from crawler.stack_services import redis_binary, tansu_binary
+from crawler.localstack.services import redis_binary, tansu_binary
+from crawler.localstack.stack import Stack
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,8 @@ NOTES = {
     "kafka-python's record building and parsing (pure Python) and decoding all share one "
     "core under the GIL, so producing and consuming at once costs about their sum.",
     micro_codec.CODEC: "Per call, in this process; records are what goes to Kafka.",
-    micro_demo_site.DEMO_SITE: "`crawler.demo_site.serve()` (a threaded `http.server`) in "
+    micro_demo_site.DEMO_SITE: "`crawler.localstack.demo_site.serve()` (a threaded `http.server`) "
+        "in "
     "this process, with its client threads: both sides share one GIL. The target is about "
     "the pace of `./run demo` (three workers), so that the site is not the demo's bottleneck.",
 }
@@ -175,8 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(args_list)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    for noisy in ("kafka", "crawler.frontier", "crawler.sender", "crawler.connection",
-                  "crawler.stack"):
+    for noisy in ("kafka", "crawler.frontier.consumer", "crawler.frontier.producer",
+                  "crawler.connections.clients",
+                  "crawler.localstack.stack"):
         logging.getLogger(noisy).setLevel(logging.CRITICAL if noisy == "kafka" else
                                           logging.WARNING)
     sizes, started = (QUICK if args.quick else FULL), datetime.now(UTC)

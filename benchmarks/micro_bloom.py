@@ -1,6 +1,6 @@
 """Bloom-filter microbenchmarks: memory per URL, false-positive rate, dedup throughput.
 
-Everything goes through :class:`crawler.dupefilter.RedisBloom`, the class the workers use,
+Everything goes through :class:`crawler.dedup.dupefilter.RedisBloom`, the class the workers use,
 against the benchmark's own Redis. Memory is what Redis reports (``MEMORY USAGE ... SAMPLES
 0`` of every key the filter created), not what the sizing formula says, once adds have
 created every piece of the first slice (a new filter allocates nothing).
@@ -19,9 +19,9 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from benchmarks.micro_result import Measurement, Sizes, at_least, at_most, median_of
-from crawler.bloom import PIECE_BITS, piece_sizes, slice_spec
-from crawler.connection import redis_client
-from crawler.dupefilter import RedisBloom
+from crawler.connections.clients import redis_client
+from crawler.dedup.bloom import PIECE_BITS, piece_sizes, slice_spec
+from crawler.dedup.dupefilter import RedisBloom
 
 logger = logging.getLogger(__name__)
 

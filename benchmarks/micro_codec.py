@@ -1,5 +1,5 @@
-"""Serialisation microbenchmark: :func:`crawler.codec.encode_request` and
-:func:`crawler.codec.decode_request` of a plain request, one with the meta a crawl
+"""Serialisation microbenchmark: :func:`crawler.frontier.codec.encode_request` and
+:func:`crawler.frontier.codec.decode_request` of a plain request, one with the meta a crawl
 typically carries, and one with a large meta; microseconds a call and bytes a record."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from scrapy import Request
 
 from benchmarks.micro_frontier import MicroSpider
 from benchmarks.micro_result import Measurement, Sizes, median_of
-from crawler.codec import decode_request, encode_request
+from crawler.frontier.codec import decode_request, encode_request
 
 CODEC = "Serialisation cost per request"
 URL = "https://www.example.com/articles/48213/a-title-of-some-length.html?ref=listing&page=3"

@@ -1,5 +1,5 @@
 """Demo site microbenchmark: requests a second the demo site's server
-(:func:`crawler.demo_site.serve`) answers to a few clients on kept-alive connections.
+(:func:`crawler.localstack.demo_site.serve`) answers to a few clients on kept-alive connections.
 
 Each client thread opens one HTTP/1.1 connection and sends its requests one after the other
 on it; the server counts the connections it accepted, so a run whose connections were not
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from benchmarks.micro_result import QUICK, Measurement, Sizes, at_least, median_of
-from crawler.demo_site import DemoServer, generate, page_path, serve
+from crawler.localstack.demo_site import DemoServer, generate, page_path, serve
 
 DEMO_SITE = "Demo site keep-alive throughput"
 PAGES = 200

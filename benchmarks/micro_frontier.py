@@ -1,8 +1,9 @@
 """Frontier microbenchmark: requests through the broker by one process, with the worker's
-own pieces: :func:`crawler.codec.encode_request` and :class:`crawler.frontier.Sender` on
-the way in, :class:`crawler.frontier.ConsumerLoop` and
-:func:`crawler.codec.decode_request` on the way out, the clients of
-:mod:`crawler.connection` and the settings' defaults. An asyncio event loop stands in for
+own pieces: :func:`crawler.frontier.codec.encode_request` and
+:class:`crawler.frontier.producer.Sender` on the way in,
+:class:`crawler.frontier.consumer.ConsumerLoop` and :func:`crawler.frontier.codec.decode_request`
+on the way out, the clients of
+:mod:`crawler.connections.clients` and the settings' defaults. An asyncio event loop stands in for
 the Twisted reactor; each consumed request is taken from the buffer and acknowledged
 as soon as it is decoded (an engine with nothing else to do).
 """
@@ -19,10 +20,12 @@ from dataclasses import dataclass, field
 from scrapy import Request, Spider
 
 from benchmarks.micro_result import Measurement, Sizes, at_least, median_of
-from crawler import connection, defaults
-from crawler.codec import decode_request, encode_request
-from crawler.frontier import ConsumerLoop, Record, Sender
-from crawler.frontier_config import partitioner
+from crawler.config import defaults
+from crawler.connections import clients as connection
+from crawler.frontier.codec import decode_request, encode_request
+from crawler.frontier.config import partitioner
+from crawler.frontier.consumer import ConsumerLoop, Record
+from crawler.frontier.producer import Sender
 
 logger = logging.getLogger(__name__)
 

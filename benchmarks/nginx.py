@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from crawler.stack_services import HOST, free_port
+from crawler.localstack.services import HOST, free_port
 
 logger = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from typing import Any
 from benchmarks.nginx import Nginx
 from benchmarks.runner import COMMON, OURS, REPO, base_env, command
 from benchmarks.sitegen import SiteSpec, ensure
-from crawler.demo import stored_pages
-from crawler.stack import Stack
+from crawler.localstack.demo import stored_pages
+from crawler.localstack.stack import Stack
 
 
 @dataclass

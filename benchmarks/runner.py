@@ -26,7 +26,7 @@ from typing import Any
 from benchmarks import report, services
 from benchmarks.nginx import Nginx
 from benchmarks.sitegen import SiteSpec, ensure
-from crawler.stack import Stack
+from crawler.localstack.stack import Stack
 
 logger = logging.getLogger(__name__)
 REPO = Path(__file__).resolve().parent.parent

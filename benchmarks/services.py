@@ -77,7 +77,7 @@ def verify(config: str, expected: int, env: dict[str, str], tag: str,
     if config in ("stock", "scrapy-redis"):
         pages = sum(p["pages"] for p in probes)
     else:
-        from crawler.demo import stored_pages
+        from crawler.localstack.demo import stored_pages
 
         docs, urls = stored_pages(env["MONGO_URI"], "crawler", tag)
         if docs != urls:

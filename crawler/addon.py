@@ -13,8 +13,8 @@ import logging
 
 from scrapy.settings import BaseSettings
 
-from crawler import config
-from crawler.config import SettingError
+from crawler.config import readers as config
+from crawler.config.readers import SettingError
 
 logger = logging.getLogger(__name__)
 PRIORITY = "addon"
@@ -40,7 +40,7 @@ class DistributedAddon:
     def _single_node(self, settings: BaseSettings) -> None:
         crawl = config.get_str(settings, "CRAWL_ID") or "%(name)s"
         path = config.get_str(settings, "LOCAL_ITEMS_PATH").replace("%(crawl_id)s", crawl)
-        settings.set("DUPEFILTER_CLASS", "crawler.dupefilter.LocalBloomDupeFilter", PRIORITY)
+        settings.set("DUPEFILTER_CLASS", "crawler.dedup.dupefilter.LocalBloomDupeFilter", PRIORITY)
         feeds = settings.getdict("FEEDS")
         feeds.setdefault(path, {"format": "jsonlines", "encoding": "utf8"})
         settings.set("FEEDS", feeds, PRIORITY)
@@ -51,7 +51,7 @@ class DistributedAddon:
         )
 
     def _distributed(self, settings: BaseSettings) -> None:
-        settings.set("SCHEDULER", "crawler.scheduler.KafkaScheduler", PRIORITY)
+        settings.set("SCHEDULER", "crawler.frontier.scheduler.KafkaScheduler", PRIORITY)
         self._pipelines(settings, {
             "crawler.pipelines.clean.CleanPipeline": 200,
             "crawler.pipelines.mongo.MongoPipeline": 900,

@@ -1,6 +1,6 @@
 """Scrapy project settings of the crawler (``scrapy.cfg`` points here).
 
-The crawler's own settings and their defaults live in :mod:`crawler.defaults`
+The crawler's own settings and their defaults live in :mod:`crawler.config.defaults`
 and are documented in ``docs/settings.md``.
 """
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.stack import Stack
+from crawler.localstack.stack import Stack
 
 DEMO_SITE_PAGES = 50
 
@@ -70,9 +70,9 @@ def demo_site_pages() -> int:
 def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL (no trailing slash) of a served demo site of ``DEMO_SITE_PAGES`` pages.
 
-    ``crawler.demo_site.site_urls(demo_site, demo_site_pages)`` lists its pages.
+    ``crawler.localstack.demo_site.site_urls(demo_site, demo_site_pages)`` lists its pages.
     """
-    from crawler import demo_site as site
+    from crawler.localstack import demo_site as site
 
     directory = tmp_path_factory.mktemp("demo_site")
     site.generate(directory, DEMO_SITE_PAGES)
@@ -81,3 +81,26 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.base_url
     finally:
         server.close()
+
+
+GROUPS = ("unit", "integration", "e2e")
+SERVICE_FIXTURES = frozenset({"stack", "own_redis", "redis_url", "kafka_bootstrap", "mongo_uri"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its group, the folder it lives in (``pytest -m unit`` works too).
+
+    A unit test that asks for a service is in the wrong folder: the run stops and says so.
+    """
+    misplaced = []
+    for item in items:
+        group = next((g for g in GROUPS if f"/tests/{g}/" in str(item.path)), None)
+        if group is None:
+            continue
+        item.add_marker(group)
+        wants = SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        if group == "unit" and wants:
+            misplaced.append(f"{item.nodeid} uses {', '.join(sorted(wants))}")
+    if misplaced:
+        raise pytest.UsageError("unit tests use no services; move these to tests/integration: "
+                                + "; ".join(misplaced))

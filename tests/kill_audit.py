@@ -17,7 +17,7 @@ from urllib.parse import urldefrag
 from kafka import KafkaConsumer, TopicPartition
 from kill_cluster import ASSIGNED, Kill
 
-from crawler.demo_site import Fetch
+from crawler.localstack.demo_site import Fetch
 
 _PARTITION = re.compile(r"([\w.-]+)\[(\d+)\]")
 

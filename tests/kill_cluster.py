@@ -20,8 +20,8 @@ from typing import Any
 import redis
 from kafka import KafkaAdminClient, TopicPartition
 
-from crawler.defaults import KAFKA_PARTITIONS
-from crawler.demo import Worker, start_worker, worker_command
+from crawler.config.defaults import KAFKA_PARTITIONS
+from crawler.localstack.demo import Worker, start_worker, worker_command
 
 STARTED = " started (bot: "  # Scrapy's first log line: the process runs, the frontier is not open
 JOINING = "Kafka frontier open"  # logged once the consumer subscribed: the group join begins

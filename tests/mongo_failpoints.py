@@ -20,7 +20,7 @@ from typing import Any
 from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
-from crawler.stack_services import HOST, free_port, mongod_binary
+from crawler.localstack.services import HOST, free_port, mongod_binary
 
 READY_TIMEOUT = 120.0  # seconds: a loaded 2-core machine can take long to elect a primary
 

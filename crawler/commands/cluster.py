@@ -2,15 +2,15 @@
 
 ``status [CRAWL_ID] [--json] [--watch]`` reads the crawl's state in Redis (worker
 heartbeats, Bloom filter metadata, proxy health, the finished mark) and shows it
-(:mod:`crawler.clusterview`). It only reads: nothing in Redis is changed.
+(:mod:`crawler.operations.clusterview`). It only reads: nothing in Redis is changed.
 ``pause``, ``resume`` and ``stop`` set the crawl's control key, which every worker
 reads at its next heartbeat: ``pause`` stops new downloads (in-flight ones finish),
 ``resume`` undoes it, ``stop`` closes every worker with reason ``stopped``; what was
 not finished stays in Kafka for the next run of the same ``CRAWL_ID``.
 ``dashboard [CRAWL_ID] [--port P]`` serves the status as a live web page and
-``/api/status`` on 127.0.0.1 (:mod:`crawler.dashboard`; ``--port 0``: a free port).
+``/api/status`` on 127.0.0.1 (:mod:`crawler.operations.dashboard`; ``--port 0``: a free port).
 ``purge CRAWL_ID --yes`` removes every Redis key and Kafka topic of a crawl that has no
-live worker (:mod:`crawler.crawllife`); without ``--yes`` it only lists them.
+live worker (:mod:`crawler.frontier.crawllife`); without ``--yes`` it only lists them.
 """
 
 from __future__ import annotations
@@ -29,10 +29,13 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
-from crawler import clusterview, config, connection, crawllife, crawlstate, dashboard
-from crawler.clusterview import RateTracker, Snapshot
-from crawler.crawlstate import CrawlState, HeartbeatClock
-from crawler.dupefilter import RedisBloom
+from crawler.config import readers as config
+from crawler.connections import clients as connection
+from crawler.dedup.dupefilter import RedisBloom
+from crawler.frontier import crawllife, crawlstate
+from crawler.frontier.crawlstate import CrawlState, HeartbeatClock
+from crawler.operations import clusterview, dashboard
+from crawler.operations.clusterview import RateTracker, Snapshot
 
 ACTIONS = ("status", "pause", "resume", "stop", "dashboard", "purge")
 CLEAR = "\033[H\033[2J"

@@ -10,8 +10,10 @@ from typing import IO, Any, ClassVar
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from crawler import codec, config, connection
-from crawler.frontier_config import PARTITION_BY, partitioner
+from crawler.config import readers as config
+from crawler.connections import clients as connection
+from crawler.frontier import codec
+from crawler.frontier.config import PARTITION_BY, partitioner
 
 
 class Command(ScrapyCommand):

@@ -1,6 +1,6 @@
 """Every setting of the crawler and its default, in one place.
 
-Each component reads its settings through :mod:`crawler.config`, which falls back
+Each component reads its settings through :mod:`crawler.config.readers`, which falls back
 to these values. ``docs/settings.md`` documents each of them.
 """
 
@@ -96,7 +96,7 @@ PROXY_ENABLED = False  # True: ProxyPoolMiddleware sends requests through the po
 ROTATING_PROXY_LIST: list[str] = []  # proxy addresses, [scheme://][user:pass@]host:port
 ROTATING_PROXY_LIST_PATH = ""  # a file of proxy addresses, one per line ("#" comments)
 PROXY_STORE = ""  # class path; empty: RedisProxyStore when REDIS_URL is set, else in-process
-PROXY_BAN_POLICY = "crawler.proxypool.BanPolicy"
+PROXY_BAN_POLICY = "crawler.politeness.proxypool.BanPolicy"
 PROXY_WHEN_NONE = "wait"  # no usable proxy: wait | direct | fail
 PROXY_BAN_RETRIES = 5  # times a banned request is re-issued through another proxy
 PROXY_REFRESH_INTERVAL = 1.0  # seconds between syncs with the shared store (and after bans)

@@ -1,6 +1,6 @@
 """Typed, validated access to the crawler's settings.
 
-Every reader falls back to :mod:`crawler.defaults`; connection settings
+Every reader falls back to :mod:`crawler.config.defaults`; connection settings
 (``ENV_SETTINGS``) also fall back to the environment variable of the same name.
 A malformed value raises :class:`SettingError`, which names the setting.
 """
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from scrapy.settings import BaseSettings
 
-from crawler import defaults
+from crawler.config import defaults
 
 ENV_SETTINGS = frozenset(
     {"KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI", "MONGO_DATABASE", "CRAWL_ID"}

@@ -12,7 +12,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from pymongo import AsyncMongoClient
 
-from crawler.config import mask_url
+from crawler.config.readers import mask_url
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,8 @@ PRODUCER_BATCH_SIZE = 128 * 1024
 
 #: ``KAFKA_DELIVERY_TIMEOUT``: seconds a record may wait for its acknowledgement before its
 #: send fails with ``KafkaTimeoutError`` (kafka-python's ``delivery_timeout_ms``); the
-#: :class:`~crawler.sender.Sender` then sends it again, so an outage only repeats the warning
+#: :class:`~crawler.frontier.producer.Sender` then sends it again, so an outage only repeats the
+#: warning
 DELIVERY_TIMEOUT = 120.0
 
 

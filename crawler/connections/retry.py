@@ -1,6 +1,6 @@
 """One retry loop's state for crawl-state calls to Redis: backoff, stall and error lines.
 
-The rule of :mod:`crawler.redis_errors`: a transient error is retried with a backoff
+The rule of :mod:`crawler.connections.redis_errors`: a transient error is retried with a backoff
 that doubles up to a cap, for ever; the first failure and then one line a minute say
 that the loop stalls. A deterministic error (``OOM``, ``NOPERM``, a script error) is
 reported once, as one line that says retrying cannot help, and :attr:`fatal` holds it
@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 
-from crawler import redis_errors
+from crawler.connections import redis_errors
 
 logger = logging.getLogger(__name__)
 REMIND_EVERY = 60.0  # seconds between two "still failing" lines of one stall

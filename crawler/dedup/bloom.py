@@ -27,13 +27,13 @@ piece) changes that rate by less than 1 %.
 
 So a slice is not limited by the size of a Redis string (:data:`MAX_SLICE_BITS`): a filter
 keeps adding slices until the plan's limits (:func:`plan`), far beyond any crawl. Pieces
-are created when first written (see :mod:`crawler.bloom_lua`), so a slice costs memory as
+are created when first written (see :mod:`crawler.dedup.redis_filter`), so a slice costs memory as
 it fills, never all at once.
 
 Bit positions use double hashing inside the piece, ``(h1 + j*h2) mod bits`` for
 ``j < hashes`` in a slice of one piece, with ``h1`` and ``h2`` taken from a digest of the
 request fingerprint. Every value stays below 2**53, so the Redis Lua scripts
-(:mod:`crawler.bloom_lua`, whose numbers are doubles) compute exactly the positions
+(:mod:`crawler.dedup.redis_filter`, whose numbers are doubles) compute exactly the positions
 :func:`positions` computes here.
 """
 
@@ -43,7 +43,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from crawler.config import SettingError
+from crawler.config.readers import SettingError
 
 TIGHTENING_RATIO = 0.2  # slice i gets error_rate * (1 - r) * r**i of the error budget
 # Bits of one Redis string (512 MiB): the most a piece may have, and a whole slice of a
@@ -118,7 +118,7 @@ def plan(*, capacity: int, error_rate: float, growth: int) -> list[SliceSpec]:
     :data:`SLICE_BITS_LIMIT` bits (a slice is split into pieces of at most
     :data:`MAX_SLICE_BITS`). With the defaults that is 19 slices and 5 * 10**12
     fingerprints (``BLOOM_GROWTH = 1``: 64 slices of ``BLOOM_CAPACITY``); a filter that
-    fills its last slice stops filtering (see :mod:`crawler.bloom_lua`)."""
+    fills its last slice stops filtering (see :mod:`crawler.dedup.redis_filter`)."""
     specs: list[SliceSpec] = []
     for index in range(MAX_SLICES):
         spec = slice_spec(index, capacity=capacity, error_rate=error_rate, growth=growth)

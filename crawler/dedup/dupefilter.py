@@ -1,9 +1,9 @@
 """Bloom-filter dupefilters: a scalable filter shared in Redis, and local filters.
 
-:class:`RedisBloom` keeps a scalable Bloom filter (see :mod:`crawler.bloom`) in plain
+:class:`RedisBloom` keeps a scalable Bloom filter (see :mod:`crawler.dedup.bloom`) in plain
 Redis 7: slice ``i`` is the string ``<key>:s<i>`` (and, past ``PIECE_BITS`` bits,
 ``<key>:s<i>:1``, ``<key>:s<i>:2``, ...), the parameters and per-slice counts live in the
-hash ``<key>:meta`` (see :mod:`crawler.bloom_lua`). Give *key* a hash tag
+hash ``<key>:meta`` (see :mod:`crawler.dedup.redis_filter`). Give *key* a hash tag
 (``{crawl}:bloom``) so every key of a filter lands in one Redis Cluster slot. Each
 :meth:`RedisBloom.check` or :meth:`RedisBloom.add` of a batch is one ``EVALSHA`` (an add
 that creates pieces takes one more per new piece). The pieces are created when first
@@ -28,12 +28,12 @@ from redis.exceptions import ResponseError
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
-from crawler import bloom as sizing
-from crawler import config
-from crawler.bloom import PIECE_BITS, digest, piece_key, piece_sizes, plan, validate
-from crawler.bloom_lua import LUA_ADD, LUA_CHECK, LUA_CREATE
-from crawler.localbloom import LocalBloom, ScalableLocalBloom
-from crawler.redis_errors import TransientError
+from crawler.config import readers as config
+from crawler.connections.redis_errors import TransientError
+from crawler.dedup import bloom as sizing
+from crawler.dedup.bloom import PIECE_BITS, digest, piece_key, piece_sizes, plan, validate
+from crawler.dedup.local import LocalBloom, ScalableLocalBloom
+from crawler.dedup.redis_filter import LUA_ADD, LUA_CHECK, LUA_CREATE
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript

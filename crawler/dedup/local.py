@@ -12,14 +12,14 @@ fingerprint is taken for one it never saw with a probability of at most ``error_
 (the union of two filters). A probe costs at most two lookups, not one per slice.
 
 :class:`ScalableLocalBloom` never forgets: it is the whole dupefilter of a single-node
-crawl (:class:`crawler.dupefilter.LocalBloomDupeFilter`), and it grows with the crawl.
+crawl (:class:`crawler.dedup.dupefilter.LocalBloomDupeFilter`), and it grows with the crawl.
 """
 
 from __future__ import annotations
 
 from pybloom_live import BloomFilter, ScalableBloomFilter
 
-from crawler.bloom import validate
+from crawler.dedup.bloom import validate
 
 
 class LocalBloom:

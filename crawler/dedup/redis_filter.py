@@ -1,4 +1,4 @@
-"""The Redis side of the scalable Bloom filter of :mod:`crawler.bloom`: Lua scripts.
+"""The Redis side of the scalable Bloom filter of :mod:`crawler.dedup.bloom`: Lua scripts.
 
 Every script gets ``KEYS[1] = "<key>:meta"`` and ``ARGV[1] = key``. The meta hash holds the
 filter's parameters, ``piece_bits`` and, per slice ``i``, ``s<i>:capacity``, ``s<i>:bits``,
@@ -16,13 +16,14 @@ call can allocate past the limit to one piece (8 MiB) instead of a whole slice. 
 that does not exist reads as zeros (never seen).
 
 ``check`` and ``add`` fail with ``NOFILTER`` when the meta hash is gone (see
-:class:`crawler.dupefilter.BloomMissing`). ``create`` on an existing filter with the same
+:class:`crawler.dedup.dupefilter.BloomMissing`). ``create`` on an existing filter with the same
 parameters adds the slice specs it lacks (a filter planned when slices were capped). When
 the last slice the plan allows is over its capacity, ``check`` answers "never seen" for
 every fingerprint: the filter stops filtering rather than filter new URLs.
 
 ``start``, ``split`` and ``insert`` step through the positions exactly as
-:func:`crawler.bloom.locate` and :func:`crawler.bloom.positions` do. A fingerprint's bits
+:func:`crawler.dedup.bloom.locate` and :func:`crawler.dedup.bloom.positions` do.
+A fingerprint's bits
 all lie in one piece, so a batch becomes one ``BITFIELD`` (or ``BITFIELD_RO``) per piece
 and at most ``MAX_OPS`` operations, with the fingerprints of a piece in batch order: a
 fingerprint repeated in a batch is new exactly once. Offsets go to Redis as strings made
@@ -31,7 +32,7 @@ with ``%d`` (Redis formats a Lua number argument with ``%.17g``, which is slower
 
 from __future__ import annotations
 
-from crawler.bloom import DIGEST_SIZE, PIECE_BITS
+from crawler.dedup.bloom import DIGEST_SIZE, PIECE_BITS
 
 # Slices and their pieces (every script).
 LUA_SLICES = f"local MAX_NEW_BITS = {PIECE_BITS}  -- bits of new pieces in one call\n" + """
@@ -77,7 +78,7 @@ local function load()
   return slices
 end
 -- Fingerprint i's place in slice s: its piece (1 = the first), the piece's size in bits,
--- and its first bit and step inside the piece (see crawler.bloom.locate).
+-- and its first bit and step inside the piece (see crawler.dedup.bloom.locate).
 local function start(s, i)
   local bits, per = s.bits, s.per
   local first = h1[i] % bits

@@ -1,9 +1,10 @@
-"""Alerts: every ``ALERT_INTERVAL`` seconds each worker checks the rules of :mod:`crawler.alerts`.
+"""Alerts: every ``ALERT_INTERVAL`` seconds each worker checks the rules of
+:mod:`crawler.operations.alert_rules`.
 
 ``ALERTS_ENABLED = True`` switches it on (the add-on does in distributed mode).
 It reads this worker's stats and, with ``REDIS_URL``, the crawl's heartbeat hash
 ``{CRAWL_ID}:workers`` and the Bloom filter's metadata. Heartbeats are judged on
-Redis's clock with the crawl state's reader (:func:`crawler.crawlstate.read_heartbeats`):
+Redis's clock with the crawl state's reader (:func:`crawler.frontier.crawlstate.read_heartbeats`):
 no worker host's clock is compared with another's. For each alert it logs a
 WARNING when the alert becomes active and an INFO when it clears, sets the stat
 ``alerts/active/<name>`` to 1 or 0 (exported as ``crawler_alerts_active``),
@@ -29,11 +30,21 @@ from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
-from crawler import config, connection, crawlstate
-from crawler.alerts import RULES, Alert, AlertInput, LagTracker, Thresholds, evaluate, summed_lag
-from crawler.clusterview import parse_workers
-from crawler.dupefilter import RedisBloom
+from crawler.config import readers as config
+from crawler.connections import clients as connection
+from crawler.dedup.dupefilter import RedisBloom
 from crawler.extensions.metrics import worker_id
+from crawler.frontier import crawlstate
+from crawler.operations.alert_rules import (
+    RULES,
+    Alert,
+    AlertInput,
+    LagTracker,
+    Thresholds,
+    evaluate,
+    summed_lag,
+)
+from crawler.operations.clusterview import parse_workers
 
 logger = logging.getLogger(__name__)
 STAT_PREFIX = "alerts/active/"

@@ -29,7 +29,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
-from crawler import config
+from crawler.config import readers as config
 
 logger = logging.getLogger(__name__)
 

@@ -6,9 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from crawler import connection
-from crawler.frontier import ConsumerLoop, Record, Sender
-from crawler.frontier_config import FrontierConfig
+from crawler.connections import clients as connection
+from crawler.frontier.config import FrontierConfig
+from crawler.frontier.consumer import ConsumerLoop, Record
+from crawler.frontier.producer import Sender
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """When does a crawl end? Heartbeats and the crawl-wide drained check.
 
 Every ``CRAWL_HEARTBEAT_INTERVAL`` the worker publishes its state and reads
-everyone's (:mod:`crawler.crawlstate`). Once the whole crawl has been drained
+everyone's (:mod:`crawler.frontier.crawlstate`). Once the whole crawl has been drained
 for ``CRAWL_IDLE_TIMEOUT`` seconds the worker marks the crawl finished, so the
 others close at their next heartbeat too, and closes itself; the crawl's Redis
-state then lives ``CRAWL_STATE_TTL`` seconds (:mod:`crawler.crawllife`).
+state then lives ``CRAWL_STATE_TTL`` seconds (:mod:`crawler.frontier.crawllife`).
 
 A worker that starts on a crawl that has finished says so in one line. If the
 whole run then fetches nothing (every seed already seen), it closes with reason
@@ -20,10 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from crawler import crawllife, defaults
-from crawler.crawllife import Finished
-from crawler.crawlstate import CrawlState, WorkerState, is_drained
-from crawler.redis_retry import RedisRetry
+from crawler.config import defaults
+from crawler.connections.retry import RedisRetry
+from crawler.frontier import crawllife
+from crawler.frontier.crawllife import Finished
+from crawler.frontier.crawlstate import CrawlState, WorkerState, is_drained
 
 logger = logging.getLogger(__name__)
 REDIS_ERROR = "redis_error"  # close reason: Redis refuses the crawl state for good

@@ -10,10 +10,11 @@ from scrapy import Request
 from scrapy.settings import BaseSettings
 from scrapy.utils.httpobj import urlparse_cached
 
-from crawler import config, crawlstate
-from crawler.config import SettingError
-from crawler.connection import request_timeout_ms
-from crawler.dupefilter import on_missing_setting
+from crawler.config import readers as config
+from crawler.config.readers import SettingError
+from crawler.connections.clients import request_timeout_ms
+from crawler.dedup.dupefilter import on_missing_setting
+from crawler.frontier import crawlstate
 
 PARTITION_BY = ("host", "domain", "url")
 

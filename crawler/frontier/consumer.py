@@ -3,7 +3,7 @@
 :class:`ConsumerLoop` owns a ``KafkaConsumer`` in its own thread: it fills the
 scheduler's bounded buffer, pauses fetching while the buffer is full, applies
 acknowledgements and commits, per partition, only the finished prefix.
-:class:`Sender` (:mod:`crawler.sender`) owns the producer side: every send is retried
+:class:`Sender` (:mod:`crawler.frontier.producer`) owns the producer side: every send is retried
 until the broker acknowledges it (``acks=all``); an outage stalls, it never drops.
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
-from crawler.leases import OffsetTracker, Partition
-from crawler.sender import CallFromThread, Sender
+from crawler.frontier.leases import OffsetTracker, Partition
+from crawler.frontier.producer import CallFromThread
 
-__all__ = ["CallFromThread", "ConsumerLoop", "Record", "Sender"]
+__all__ = ["ConsumerLoop", "Record"]
 
 logger = logging.getLogger(__name__)
 # While the buffer is full, the consumer thread looks for room for up to ROOM_WAIT seconds,

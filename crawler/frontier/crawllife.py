@@ -17,7 +17,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crawler import config, connection
+from crawler.config import readers as config
+from crawler.connections import clients as connection
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis

@@ -25,8 +25,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from scrapy.settings import BaseSettings
 
-from crawler import config
-from crawler.redis_retry import RedisRetry
+from crawler.config import readers as config
+from crawler.connections.retry import RedisRetry
 
 logger = logging.getLogger(__name__)
 

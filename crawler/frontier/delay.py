@@ -20,7 +20,7 @@ from scrapy.crawler import Crawler
 
 #: meta key: the request must not be downloaded before this time (``time.time()``)
 NOT_BEFORE_KEY = "crawler_not_before"
-_KAFKA_SCHEDULER = "crawler.scheduler.KafkaScheduler"
+_KAFKA_SCHEDULER = "crawler.frontier.scheduler.KafkaScheduler"
 
 
 def scheduler_delays(crawler: Crawler) -> bool:

@@ -4,13 +4,13 @@ The order is what keeps the guarantee (delivery trap 1): a fingerprint is
 *checked* (read-only) in batches, the new requests are produced with
 ``acks=all``, and only once the broker has them are their fingerprints *added*
 to the Bloom filter. A URL is therefore never both filtered and absent from the
-log. Each request is an :class:`~crawler.leases.AckBarrier` operation, so the
+log. Each request is an :class:`~crawler.frontier.leases.AckBarrier` operation, so the
 request that produced it is acknowledged only after the send succeeded.
 
-Dupefilter calls follow :mod:`crawler.redis_errors`: a transient error (an outage, a
-failover, a missing filter: :class:`~crawler.dupefilter.BloomMissing`) is retried with
+Dupefilter calls follow :mod:`crawler.connections.redis_errors`: a transient error (an outage, a
+failover, a missing filter: :class:`~crawler.dedup.dupefilter.BloomMissing`) is retried with
 a backoff for ever, and the outbox stalls. A deterministic one (``OOM``, ``NOPERM``, a
-script error) is logged once (:class:`~crawler.redis_retry.RedisRetry`), the outbox
+script error) is logged once (:class:`~crawler.connections.retry.RedisRetry`), the outbox
 stops calling Redis and calls ``stop``: the requests it held are neither produced nor
 marked seen, and their parents' leases are never acknowledged, so they stay in Kafka.
 """
@@ -27,9 +27,9 @@ from typing import Any, Protocol, TypeVar
 from scrapy import Request
 from scrapy.statscollectors import StatsCollector
 
-from crawler.codec import CodecError
-from crawler.leases import AckBarrier
-from crawler.redis_retry import RedisRetry
+from crawler.connections.retry import RedisRetry
+from crawler.frontier.codec import CodecError
+from crawler.frontier.leases import AckBarrier
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -114,7 +114,8 @@ class Outbox:
                    rejected=lost)
 
     def refused(self, request: Request, size: int, exc: BaseException) -> None:
-        """The broker can never take *request* (:func:`crawler.sender.permanent`): its URL
+        """The broker can never take *request* (:func:`~crawler.frontier.producer.permanent`):
+        its URL
         and the reason go to the dead-letter topic instead (a barrier operation too)."""
         self.stats.inc_value("frontier/refused")
         reason = f"the broker refused the request ({size} bytes encoded): {exc}"

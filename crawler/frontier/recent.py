@@ -3,7 +3,7 @@ positives, to drop a second copy of a request that two workers produced at once.
 
 Two workers that discover the same URL within the same few milliseconds both find it
 absent from the Bloom filter and both produce it (the dedup order is check, produce,
-add: see :mod:`crawler.outbox`). Keyed by URL, both copies land in the same partition,
+add: see :mod:`crawler.frontier.outbox`). Keyed by URL, both copies land in the same partition,
 so the worker that consumes the second copy has just consumed the first. Dropping the
 second copy loses nothing: the first has a lower offset in the same partition, so no
 commit passes it until it is finished, and if its worker dies both copies come back.

@@ -4,7 +4,7 @@ A record of ``<CRAWL_ID>.requests`` becomes a *lease*. The lease ends when the
 engine lets go of its request (callback done, items stored, or the request
 failed, was ignored, or was replaced by a redirect), and is acknowledged only
 after every follow-up request begun before that was durably produced
-(:class:`~crawler.leases.AckBarrier`). Retries and redirects keep the lease.
+(:class:`~crawler.frontier.leases.AckBarrier`). Retries and redirects keep the lease.
 Offsets are committed per partition up to the first record still unfinished.
 """
 
@@ -26,20 +26,22 @@ from scrapy.http import Response
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
-from crawler import codec, connection, crawllife, frontier_clients
-from crawler.buffer import RequestBuffer
-from crawler.completion import REDIS_ERROR, Completion, LocalState
-from crawler.config import SettingError
-from crawler.crawlstate import CrawlState
-from crawler.delay import Wakeup, not_before
-from crawler.dupefilter import LocalBloom, RedisBloom
-from crawler.engine_hook import on_request_left
-from crawler.frontier import Record
-from crawler.frontier_config import FrontierConfig
-from crawler.leases import Lease, LeaseRegistry
-from crawler.outbox import Outbox
-from crawler.recent import RecentFingerprints
-from crawler.seeding import SeedClaims
+from crawler._scrapy import on_request_left
+from crawler.config.readers import SettingError
+from crawler.connections import clients as connection
+from crawler.dedup.dupefilter import LocalBloom, RedisBloom
+from crawler.frontier import clients as frontier_clients
+from crawler.frontier import codec, crawllife
+from crawler.frontier.buffer import RequestBuffer
+from crawler.frontier.completion import REDIS_ERROR, Completion, LocalState
+from crawler.frontier.config import FrontierConfig
+from crawler.frontier.consumer import Record
+from crawler.frontier.crawlstate import CrawlState
+from crawler.frontier.delay import Wakeup, not_before
+from crawler.frontier.leases import Lease, LeaseRegistry
+from crawler.frontier.outbox import Outbox
+from crawler.frontier.recent import RecentFingerprints
+from crawler.frontier.seeding import SeedClaims
 
 logger = logging.getLogger(__name__)
 LEASE_KEY = "crawler_lease"
@@ -247,7 +249,7 @@ class KafkaScheduler(BaseScheduler):
 
     def _raced_copy(self, request: Request, record: Record) -> bool:
         """Whether *record* is a second copy of a request this worker consumed from the
-        same partition in this epoch (see :mod:`crawler.recent`)."""
+        same partition in this epoch (see :mod:`crawler.frontier.recent`)."""
         if request.dont_filter:
             return False
         fingerprint = self.crawler.request_fingerprinter.fingerprint(request)

@@ -2,7 +2,7 @@
 
 A seed record becomes a request only if its claim in Redis wins (the first record of a
 URL wins, and so does the same record delivered again: see
-:meth:`crawler.crawlstate.CrawlState.claim_seed`). A seed file of 50,000 lines arrives
+:meth:`crawler.frontier.crawlstate.CrawlState.claim_seed`). A seed file of 50,000 lines arrives
 as fast as the broker can deliver it, so claims run under a bound
 (``KAFKA_SEED_CLAIMS``), and a record counts against the worker's buffer
 (``KAFKA_BUFFER_SIZE``) until its lease ends: the rest of the file waits in the
@@ -17,9 +17,9 @@ from typing import Any
 
 from scrapy import Request, Spider
 
-from crawler import codec
-from crawler.frontier import Record
-from crawler.leases import Lease
+from crawler.frontier import codec
+from crawler.frontier.consumer import Record
+from crawler.frontier.leases import Lease
 
 
 class SeedClaims:

@@ -1,6 +1,6 @@
 """The main job: a local multi-worker crawl of a bundled demo site.
 
-``python -m crawler.demo [--workers 3] [--pages 2000]`` starts the local stack
+``python -m crawler.localstack.demo [--workers 3] [--pages 2000]`` starts the local stack
 (Redis, a Kafka-protocol broker, mongod), serves a generated site on loopback,
 runs the workers as separate ``scrapy crawl site`` processes with a progress
 line, waits until every worker has exited by itself and prints a summary.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from crawler import demo_site
-from crawler.stack import Stack
+from crawler.localstack import demo_site
+from crawler.localstack.stack import Stack
 
 
 @dataclass

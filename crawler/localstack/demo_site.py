@@ -5,7 +5,7 @@ links to its tree children ``4n+1 .. 4n+4`` (so the index reaches every page), t
 pseudo-random pages in forms that normalise to the same URL (``../p/7.html``, ``/p/7.html``,
 ``7.html#top``), to the index as ``/``, and to one external URL that must not be crawled::
 
-    python -m crawler.demo_site --pages 500 --dir /tmp/site    # prints "URL http://127.0.0.1:P/"
+    python -m crawler.localstack.demo_site --pages 500 --dir /tmp/site    # prints "URL http://127.0.0.1:P/"
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def start_server_process(directory: Path, pages: int, *, port: int = 0,
 
     The base URL has no trailing slash. Terminate the process when done.
     """
-    argv = [sys.executable, "-m", "crawler.demo_site", "--pages", str(pages),
+    argv = [sys.executable, "-m", "crawler.localstack.demo_site", "--pages", str(pages),
             "--dir", str(directory), "--port", str(port)]
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent)
@@ -197,7 +197,8 @@ def start_server_process(directory: Path, pages: int, *, port: int = 0,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m crawler.demo_site", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m crawler.localstack.demo_site",
+                                     description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=200)
     parser.add_argument("--dir", type=Path, required=True)

@@ -1,6 +1,7 @@
 """The services of the local stack: where their binaries are, how they start, how to probe them.
 
-No process management here (that is :class:`crawler.stack.Stack`): one :class:`ServiceSpec` per
+No process management here (that is :class:`crawler.localstack.stack.Stack`): one
+:class:`ServiceSpec` per
 service, the binary lookups, and the loopback port and PID checks the stack builds on.
 """
 

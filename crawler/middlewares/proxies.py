@@ -20,13 +20,13 @@ from scrapy.exceptions import CloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from crawler import config
-from crawler.config import SettingError, mask_url
-from crawler.connection import ServiceUnavailable
-from crawler.delay import delayed, scheduler_delays, sleep
-from crawler.proxypool import BanPolicy, Outcome, Proxy, State
-from crawler.proxystore import ProxyStore, seed_proxies
-from crawler.redis_retry import RedisRetry
+from crawler.config import readers as config
+from crawler.config.readers import SettingError, mask_url
+from crawler.connections.clients import ServiceUnavailable
+from crawler.connections.retry import RedisRetry
+from crawler.frontier.delay import delayed, scheduler_delays, sleep
+from crawler.politeness.proxypool import BanPolicy, Outcome, Proxy, State
+from crawler.politeness.proxystore import ProxyStore, seed_proxies
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -300,8 +300,8 @@ def _class(settings: BaseSettings, name: str, fallback: str = "") -> Any:
 
 def _default_store(settings: BaseSettings) -> str:
     if config.get_str(settings, "REDIS_URL"):
-        return "crawler.proxystore.RedisProxyStore"
-    return "crawler.proxystore.ProxyStore"
+        return "crawler.politeness.proxystore.RedisProxyStore"
+    return "crawler.politeness.proxystore.ProxyStore"
 
 
 def _check_httpproxy(settings: BaseSettings, ours: str) -> None:

@@ -1,11 +1,11 @@
 """``RateLimitMiddleware``: a per-host token bucket shared by the whole cluster.
 
-Settings ``RATELIMIT_*``; the buckets and their maths are in :mod:`crawler.ratelimiter`
-and :mod:`crawler.tokenbucket`. A request that must wait for its slot reserves it,
-then either goes back to the Kafka frontier's buffer as a :func:`crawler.delay.delayed`
+Settings ``RATELIMIT_*``; the buckets and their maths are in :mod:`crawler.politeness.ratelimiter`
+and :mod:`crawler.politeness.tokenbucket`. A request that must wait for its slot reserves it,
+then either goes back to the Kafka frontier's buffer as a :func:`crawler.frontier.delay.delayed`
 copy (the worker goes on with other hosts) or, with Scrapy's own scheduler, sleeps.
 
-Redis errors follow :mod:`crawler.redis_errors`: a transient one stalls the request (it
+Redis errors follow :mod:`crawler.connections.redis_errors`: a transient one stalls the request (it
 waits, or goes back to the buffer) and is retried with a backoff; a deterministic one
 (``OOM``, ``NOPERM``, a script error) is logged once and closes the worker with reason
 ``redis_error``: the request goes back to the buffer, its lease unacknowledged.
@@ -24,10 +24,12 @@ from scrapy import Request, signals
 from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
-from crawler import config, connection
-from crawler.completion import REDIS_ERROR
-from crawler.delay import NOT_BEFORE_KEY, delayed, scheduler_delays, sleep
-from crawler.ratelimiter import (
+from crawler.config import readers as config
+from crawler.connections import clients as connection
+from crawler.connections.retry import RedisRetry
+from crawler.frontier.completion import REDIS_ERROR
+from crawler.frontier.delay import NOT_BEFORE_KEY, delayed, scheduler_delays, sleep
+from crawler.politeness.ratelimiter import (
     Grant,
     Limiter,
     LocalLimiter,
@@ -36,7 +38,6 @@ from crawler.ratelimiter import (
     normal_host,
     read_config,
 )
-from crawler.redis_retry import RedisRetry
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

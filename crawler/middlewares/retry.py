@@ -3,12 +3,12 @@
 ``429`` and ``503`` wait what ``Retry-After`` says (capped by ``RETRY_AFTER_MAX``),
 other 5xx, ``408`` and network errors back off exponentially with full jitter,
 other statuses are not retried; ``RETRY_STATUS_OVERRIDES`` changes any of that
-(see :mod:`crawler.backoff`). With the Kafka frontier a retry waits in the
-worker's buffer under its request's lease (:func:`crawler.delay.delayed`); with
+(see :mod:`crawler.politeness.backoff`). With the Kafka frontier a retry waits in the
+worker's buffer under its request's lease (:func:`crawler.frontier.delay.delayed`); with
 Scrapy's scheduler the middleware sleeps on the event loop before returning it.
 
 A request out of retries is recorded before it may end: a warning, stats, and a
-document in ``<CRAWL_ID>.failures`` (:mod:`crawler.failures`) when MongoDB is
+document in ``<CRAWL_ID>.failures`` (:mod:`crawler.storage.failures`) when MongoDB is
 configured. Enable it in place of Scrapy's::
 
     RETRY_BACKOFF_ENABLED = True
@@ -45,8 +45,10 @@ from twisted.internet import defer
 from twisted.internet import error as tx
 from twisted.web.client import ResponseFailed
 
-from crawler import config
-from crawler.backoff import (
+from crawler.config import readers as config
+from crawler.config.readers import SettingError
+from crawler.frontier.delay import delayed, scheduler_delays, sleep
+from crawler.politeness.backoff import (
     Action,
     Decision,
     Outcome,
@@ -54,9 +56,7 @@ from crawler.backoff import (
     parse_overrides,
     worst_case_delay,
 )
-from crawler.config import SettingError
-from crawler.delay import delayed, scheduler_delays, sleep
-from crawler.failures import Failure, FailureStore
+from crawler.storage.failures import Failure, FailureStore
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Self
 
 from scrapy.exceptions import NotConfigured
 
-from crawler import config
-from crawler.config import SettingError
+from crawler.config import readers as config
+from crawler.config.readers import SettingError
 
 if TYPE_CHECKING:
     from scrapy import Request

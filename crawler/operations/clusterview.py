@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from crawler.proxypool import Health
+from crawler.politeness.proxypool import Health
 
 ALERTS_UNREAD = "unknown"  # the reader did not read {CRAWL_ID}:alerts
 _COLUMNS = ("node", "host", "pid", "health", "beat", "lag", "parts", "leases", "buffered",

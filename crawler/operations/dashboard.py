@@ -2,10 +2,11 @@
 
 :func:`serve` reads the crawl's state from Redis once a second on the caller's
 asyncio loop (the same :class:`~crawler.commands.cluster.Reader`,
-:class:`~crawler.clusterview.RateTracker` and :func:`~crawler.clusterview.build_status`
+:class:`~crawler.operations.clusterview.RateTracker` and
+:func:`~crawler.operations.clusterview.build_status`
 as ``scrapy cluster status --json``) and keeps the latest status in a
 :class:`StatusStore`. A :class:`~http.server.ThreadingHTTPServer` in a daemon thread
-serves it: ``GET /`` is the page (:mod:`crawler.dashboard_page`, no external
+serves it: ``GET /`` is the page (:mod:`crawler.operations.dashboard_page`, no external
 resources), ``GET /api/status`` the status as JSON. It only reads Redis.
 """
 
@@ -21,9 +22,9 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from crawler import clusterview
-from crawler.clusterview import RateTracker, Snapshot
-from crawler.dashboard_page import PAGE
+from crawler.operations import clusterview
+from crawler.operations.clusterview import RateTracker, Snapshot
+from crawler.operations.dashboard_page import PAGE
 
 HOST = "127.0.0.1"
 REFRESH = 1.0  # seconds between two reads of Redis

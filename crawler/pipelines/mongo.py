@@ -24,10 +24,18 @@ from pymongo.errors import PyMongoError
 from scrapy import Request
 from scrapy.exceptions import DropItem, NotConfigured
 
-from crawler import config, defaults
-from crawler.config import SettingError, mask_url
-from crawler.connection import ServiceUnavailable, check_mongo, mongo_client
-from crawler.pipelines.mongo_batch import (
+from crawler.config import defaults
+from crawler.config import readers as config
+from crawler.config.readers import SettingError, mask_url
+from crawler.connections.clients import ServiceUnavailable, check_mongo, mongo_client
+from crawler.storage.errors import describe
+from crawler.storage.settings import (
+    database_name,
+    mongo_timeout,
+    write_concern_setting,
+    write_timeout_setting,
+)
+from crawler.storage.writer import (
     TRANSIENT_CODES,
     BatchWriter,
     is_transient,
@@ -35,18 +43,16 @@ from crawler.pipelines.mongo_batch import (
     rejects_document,
     retry_delay,
 )
-from crawler.pipelines.mongo_errors import describe
 
 if TYPE_CHECKING:
     from pymongo import AsyncMongoClient
     from pymongo.asynchronous.collection import AsyncCollection
     from scrapy import Spider
     from scrapy.crawler import Crawler
-    from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
     from scrapy.utils.request import RequestFingerprinterProtocol
 
-# The batching and retry helpers live in crawler.pipelines.mongo_batch; importable from here too.
+# The batching and retry helpers live in crawler.storage.writer; importable from here too.
 __all__ = ["TRANSIENT_CODES", "MongoPipeline", "is_transient", "is_transient_write_error",
            "rejects_document", "retry_delay"]
 
@@ -203,43 +209,3 @@ class MongoPipeline:
             raise self._writer.reject(f"MongoDB cannot store the item {key}: its document "
                                       f"is {len(data)} bytes, over the limit of {self._doc_limit}")
         return RawBSONDocument(data)
-
-
-def database_name(settings: BaseSettings) -> str:
-    name = config.get_str(settings, "MONGO_DATABASE")
-    if not name or any(char in name for char in '/\\. "$\0') or len(name) > 63:
-        raise SettingError("MONGO_DATABASE", f"{name!r} is not a valid MongoDB database name")
-    return name
-
-
-def mongo_timeout(settings: BaseSettings) -> float:
-    return config.get_float(settings, "MONGO_TIMEOUT", minimum=0, exclusive_min=True)
-
-
-def write_timeout_setting(settings: BaseSettings) -> float:
-    """``MONGO_WRITE_TIMEOUT``, shorter than ``MONGO_TIMEOUT``: the server's answer comes first."""
-    value = config.get_float(settings, "MONGO_WRITE_TIMEOUT", minimum=0, exclusive_min=True)
-    if value >= mongo_timeout(settings):
-        raise SettingError("MONGO_WRITE_TIMEOUT", f"{value:g} must be shorter than "
-                           f"MONGO_TIMEOUT ({mongo_timeout(settings):g}), so that MongoDB "
-                           "reports a write concern timeout before the connection times out")
-    return value
-
-
-def write_concern_setting(settings: BaseSettings) -> str | int:
-    value = config.raw(settings, "MONGO_WRITE_CONCERN")
-    if isinstance(value, str) and value.strip().lower() == "majority":
-        return "majority"
-    number = -1
-    if not isinstance(value, bool):
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            pass
-    if number < 0:
-        raise SettingError("MONGO_WRITE_CONCERN",
-                           f'expected "majority" or an integer >= 0, got {value!r}')
-    if number == 0 and config.get_bool(settings, "MONGO_JOURNAL"):
-        raise SettingError("MONGO_WRITE_CONCERN",
-                           "0 (unacknowledged writes) cannot be combined with MONGO_JOURNAL=True")
-    return number

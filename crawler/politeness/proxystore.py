@@ -7,7 +7,7 @@
 * ``{<CRAWL_ID>}:proxy:seeded`` — the addresses the settings have ever added, so a
   worker starting later does not bring back a proxy an operator removed;
 * ``{<CRAWL_ID>}:proxy:health`` — a hash: credential-free proxy id -> JSON
-  :class:`~crawler.proxypool.Health`;
+  :class:`~crawler.politeness.proxypool.Health`;
 * ``{<CRAWL_ID>}:proxy:none`` — the tombstone: while it exists, a missing members set
   means "no proxy, on purpose".
 
@@ -36,9 +36,18 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from redis.exceptions import RedisError
 
-from crawler import config, connection
-from crawler.config import SettingError
-from crawler.proxypool import Health, Outcome, PoolPolicy, Proxy, ProxyPool, apply, parse_proxy
+from crawler.config import readers as config
+from crawler.config.readers import SettingError
+from crawler.connections import clients as connection
+from crawler.politeness.proxypool import (
+    Health,
+    Outcome,
+    PoolPolicy,
+    Proxy,
+    ProxyPool,
+    apply,
+    parse_proxy,
+)
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -133,7 +142,7 @@ def parse_members(addresses: Iterable[str]) -> tuple[list[Proxy], int]:
 class ProxyStore:
     """Interface of a store; this base keeps everything in the process (one worker).
 
-    A store owns the worker's :class:`~crawler.proxypool.ProxyPool` view. The
+    A store owns the worker's :class:`~crawler.politeness.proxypool.ProxyPool` view. The
     middleware calls :meth:`open`, :meth:`observe` per outcome, :meth:`sync`
     periodically and after bans, and :meth:`close`.
     """

@@ -1,7 +1,7 @@
 """Where the rate limiter keeps its buckets, and its settings (``RATELIMIT_*``).
 
 :class:`RedisLimiter` shares every host's bucket with the whole cluster in Redis, one
-``EVALSHA`` of :data:`crawler.tokenbucket.LUA_RESERVE` per request; :class:`LocalLimiter`
+``EVALSHA`` of :data:`crawler.politeness.tokenbucket.LUA_RESERVE` per request; :class:`LocalLimiter`
 keeps them in this process's memory (single-node mode). :func:`read_config` reads and
 validates every setting.
 """
@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from crawler import config
-from crawler.config import SettingError
-from crawler.tokenbucket import (
+from crawler.config import readers as config
+from crawler.config.readers import SettingError
+from crawler.politeness.tokenbucket import (
     LUA_DECREASE,
     LUA_RECOVER,
     LUA_RESERVE,

@@ -19,17 +19,18 @@ from typing import TYPE_CHECKING, Any, Self
 
 from pymongo.errors import OperationFailure, PyMongoError, WriteError
 
-from crawler import config, defaults
-from crawler.config import mask_url
-from crawler.connection import mongo_client
-from crawler.pipelines.mongo import (
+from crawler.config import defaults
+from crawler.config import readers as config
+from crawler.config.readers import mask_url
+from crawler.connections.clients import mongo_client
+from crawler.storage.errors import describe, rejects_document
+from crawler.storage.settings import (
     database_name,
     mongo_timeout,
     write_concern_setting,
     write_timeout_setting,
 )
-from crawler.pipelines.mongo_batch import is_transient, retry_delay
-from crawler.pipelines.mongo_errors import describe, rejects_document
+from crawler.storage.writer import is_transient, retry_delay
 
 if TYPE_CHECKING:
     from pymongo import AsyncMongoClient

@@ -3,7 +3,7 @@
 :class:`BatchWriter` collects documents into batches, seals a batch when it is full or old
 enough, and writes the sealed batches one after the other; each document's waiter settles
 once its upsert is durably written, or rejected because the document itself can never be
-stored (:func:`~crawler.pipelines.mongo_errors.rejects_document`). Any other failure stalls
+stored (:func:`~crawler.storage.errors.rejects_document`). Any other failure stalls
 the batch: it is retried with backoff (:func:`retry_delay`) until it succeeds, with the stat
 ``mongo/stalled`` at 1 and a log line at every retry, and its waiters wait.
 """
@@ -22,8 +22,8 @@ from pymongo import ReplaceOne
 from pymongo.errors import BulkWriteError, PyMongoError
 from scrapy.exceptions import DropItem
 
-from crawler.config import mask_url
-from crawler.pipelines.mongo_errors import (
+from crawler.config.readers import mask_url
+from crawler.storage.errors import (
     TRANSIENT_CODES,
     describe,
     is_id_race,

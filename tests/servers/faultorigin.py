@@ -13,7 +13,7 @@ than a host's ``/``, see :func:`is_doomed`), which faults on every attempt. Ever
 logged as one JSON line (:func:`read_log`) before its response (or reset) goes out, so a client
 that saw the answer finds the line::
 
-    python -m crawler.faultorigin --pages 200 --log /tmp/o.jsonl --hosts 127.0.0.1,127.0.0.2
+    python -m servers.faultorigin --pages 200 --log /tmp/o.jsonl --hosts 127.0.0.1,127.0.0.2
     # prints "URL http://127.0.0.1:P/", one more URL line per further host, then "READY"
 """
 
@@ -294,7 +294,7 @@ def serve(servers: Sequence[OriginServer], stop: threading.Event) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m crawler.faultorigin", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m servers.faultorigin", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pages", type=int, default=200)
     parser.add_argument("--log", type=Path, required=True, help="JSON lines, appended")
@@ -352,11 +352,11 @@ class OriginProcess:
 def start_origin(pages: int, log_path: str | Path, *, seed: int = 1,
                  hosts: Sequence[str] = ("127.0.0.1",), faults: Faults | None = None,
                  port: int = 0, timeout: float = 30.0) -> tuple[OriginProcess, str]:
-    """Start ``python -m crawler.faultorigin``; returns its handle and first base URL.
+    """Start ``python -m servers.faultorigin``; returns its handle and first base URL.
 
     Base URLs have no trailing slash; ``handle.base_urls`` has one per host.
     """
-    argv = [sys.executable, "-m", "crawler.faultorigin", "--pages", str(pages),
+    argv = [sys.executable, "-m", "servers.faultorigin", "--pages", str(pages),
             "--log", str(log_path), "--seed", str(seed), "--port", str(port),
             "--hosts", ",".join(hosts), "--faults", (faults or Faults()).spec()]
     env = dict(os.environ)

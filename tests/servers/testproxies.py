@@ -5,8 +5,8 @@ dependency) with this module's plugins, started in its own process group::
 
     python -m proxy --hostname 127.0.0.1 --port 0 --port-file DIR/p.port --num-acceptors 1 \\
         --threaded --log-level WARNING --data-dir DIR/p.data --cache-dir DIR/p.data/cache \\
-        --plugins crawler.testproxies.TagPlugin [crawler.testproxies.SlowPlugin] \\
-        [--basic-auth user:pass]   # the forbidden one: --plugins crawler.testproxies.ForbidPlugin
+        --plugins servers.testproxies.TagPlugin [servers.testproxies.SlowPlugin] \\
+        [--basic-auth user:pass]   # the forbidden one: --plugins servers.testproxies.ForbidPlugin
 
 Every forwarded request carries ``X-Test-Proxy: 127.0.0.1:<port>`` (the fault origin logs it as
 ``proxy``) and ``Connection: close``: proxy.py sends every later request of a kept-alive client
@@ -32,7 +32,7 @@ from proxy.http.proxy import HttpProxyBasePlugin
 
 SLOW_DELAY = 1.5  # seconds the slow proxy waits before forwarding each request
 AUTH = ("user", "pass")  # the credentials of the last healthy proxy
-_PLUGINS = "crawler.testproxies."
+_PLUGINS = "servers.testproxies."
 
 
 class TagPlugin(HttpProxyBasePlugin):
@@ -140,9 +140,12 @@ def _launch(directory: Path, name: str, plugins: list[str],
             "--plugins", *(_PLUGINS + plugin for plugin in plugins)]
     if auth is not None:
         argv += ["--basic-auth", ":".join(auth)]
+    env = dict(os.environ)  # proxy.py imports the plugins from tests/servers
+    tests_dir = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [tests_dir, env.get("PYTHONPATH")]))
     with open(directory / f"{name}.out", "ab") as out:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
 
 
 def _wait_port(directory: Path, name: str, proc: subprocess.Popen[bytes], deadline: float) -> int:

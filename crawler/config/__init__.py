@@ -1,0 +1,10 @@
+"""Configuration: typed setting readers, every default, and the keys a crawl owns.
+
+- :mod:`~crawler.config.readers`: ``get_int``/``get_float``/... that name the setting in
+  their :class:`SettingError`, and :func:`mask_url` for anything logged.
+- :mod:`~crawler.config.defaults`: the default of every setting the crawler reads.
+"""
+
+from crawler.config.readers import SettingError, crawl_id, mask_url
+
+__all__ = ["SettingError", "crawl_id", "mask_url"]

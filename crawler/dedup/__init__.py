@@ -1,0 +1,12 @@
+"""Duplicate filtering: Bloom maths, the shared Redis filter and local filters.
+
+- :mod:`~crawler.dedup.bloom`: slice sizes, hash positions (pure logic).
+- :mod:`~crawler.dedup.redis_filter`: the Lua scripts (``lua/*.lua``) run by Redis.
+- :mod:`~crawler.dedup.dupefilter`: :class:`RedisBloom` (one filter per crawl, shared by
+  every worker) and :class:`LocalBloomDupeFilter` (single-node mode).
+- :mod:`~crawler.dedup.local`: in-process Bloom filters.
+"""
+
+from crawler.dedup.dupefilter import BloomMissing, LocalBloomDupeFilter, RedisBloom
+
+__all__ = ["BloomMissing", "LocalBloomDupeFilter", "RedisBloom"]

@@ -1,0 +1,41 @@
+"""A small run of the benchmark (a few hundred pages, one round), so that it cannot rot.
+
+It asserts only that every crawler under test crawled the whole site and that the
+report was written; never a speed (speed is what ``./run bench`` reports).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import require
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(600)
+def test_the_benchmark_runs_every_crawler_over_a_small_site(tmp_path: Path) -> None:
+    if shutil.which("nginx") is None and not Path("/usr/sbin/nginx").exists():
+        pytest.fail("nginx is missing: ./run tests installs nginx-light")
+    require(importlib.util.find_spec("scrapy_redis"), "./run tests installs scrapy-redis")
+    out = tmp_path / "report"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.runner", "--pages", "300", "--rounds", "1",
+         "--workdir", str(tmp_path / "work"), "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=580,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    data = json.loads((out / "results.json").read_text())
+    runs = {run["config"]: run for run in data["runs"]}
+    assert set(runs) == {"stock", "worker1", "worker2", "scrapy-redis"}
+    assert all(run["pages"] == 300 for run in runs.values())
+    assert runs["worker2"]["processes"] == 2
+    report = (out / "report.md").read_text()
+    assert "## Ratios" in report and "1 worker / stock, pages per CPU-second" in report
+    assert (out / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,262 @@
+"""``scrapy cluster dashboard``: the HTTP server alone, then live over two workers in Chromium.
+
+``DASHBOARD_SCREENSHOT=1 pytest tests/test_dashboard.py`` also writes docs/dashboard.png.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import selectors
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import pytest
+from helpers import require, wait_until
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from crawler.localstack import demo_site as site
+from crawler.localstack.demo import running, worker_command
+from crawler.operations import dashboard
+from crawler.operations.clusterview import Snapshot
+from crawler.operations.dashboard_page import PAGE
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync")
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def _status(base: str) -> dict:
+    code, body = _get(base + "api/status")
+    assert code == 200, body
+    return json.loads(body)
+
+
+# --- the server alone, with a fake reader (no services) ---------------------------------
+
+
+class FakeReader:
+    def __init__(self) -> None:
+        self.acked, self.fail = 0, False
+
+    async def read(self) -> Snapshot:
+        if self.fail:
+            raise RedisConnectionError("connection refused")
+        self.acked += 5
+        doc = {"ts": time.time(), "idle": False, "assigned": [0, 1], "lag": 7,
+               "info": {"acked": self.acked, "pid": 42, "host": "h", "leases": 1}}
+        return Snapshot(crawl_id="fake", now=time.time(), workers={"w1": doc})
+
+
+@contextmanager
+def _served(reader: FakeReader) -> Iterator[str]:
+    lines: list[str] = []
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(dashboard.serve(reader.read, 3.0, 0, "redis://x", ready=lines.append))
+
+    def run() -> None:
+        with suppress(asyncio.CancelledError):
+            loop.run_until_complete(task)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: bool(lines), 10, "the dashboard URL")
+        yield lines[0].removeprefix("Dashboard: ")
+    finally:
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join(10)
+        loop.close()
+
+
+def test_server_serves_page_status_and_errors():
+    reader = FakeReader()
+    with _served(reader) as base:
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/", base)
+        code, page = _get(base)
+        assert code == 200 and b'id="acked-total"' in page
+        status = _status(base)
+        assert status["crawl_id"] == "fake" and status["totals"]["nodes"] == 1
+        wait_until(lambda: _status(base)["totals"]["rate"] is not None, 10, "a rate")
+        assert _get(base + "nope")[0] == 404
+        reader.fail = True
+        wait_until(lambda: _get(base + "api/status")[0] == 503, 10, "the error")
+        assert "connection refused" in json.loads(_get(base + "api/status")[1])["error"]
+
+
+def test_page_loads_nothing_external():
+    assert not re.search(r"(src|href)\s*=|https?://|@import|url\(", PAGE, re.IGNORECASE)
+    for name in ("pages-per-second", "nodes-count", "acked-total", "lag-total", "failures",
+                 "bloom-fill", "proxies-alive", "nodes-body", "chart-line"):
+        assert f'id="{name}"' in PAGE
+
+
+# --- live: two workers, the command as a subprocess, the page in Chromium --------------
+
+
+def _read_url(proc: subprocess.Popen[str], timeout: float = 60) -> str:
+    assert proc.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if selector.select(timeout=0.5):
+            match = re.match(r"Dashboard: (http://127\.0\.0\.1:\d+/)$", proc.stdout.readline())
+            if match:
+                return match.group(1)
+    raise AssertionError(f"no dashboard URL; exit code {proc.poll()}")
+
+
+def _chromium(url: str, tmp_path: Path, *extra: str) -> str:
+    assert CHROMIUM
+    cmd = [CHROMIUM, *CHROME_FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}",
+           *extra, url]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+class Cdp:
+    """Chromium's DevTools protocol over ``--remote-debugging-pipe`` (fds 3 and 4)."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        assert CHROMIUM
+        cmd_r, self.cmd_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        self.log = (tmp_path / "cdp.log").open("wb")
+        flags = [*CHROME_FLAGS, f"--user-data-dir={tmp_path / 'cdp-profile'}",
+                 "--remote-debugging-pipe", "about:blank"]
+        self.proc = subprocess.Popen(
+            ["bash", "-c", f'exec "$0" "$@" 3<&{cmd_r} 4>&{out_w}', CHROMIUM, *flags],
+            pass_fds=(cmd_r, out_w), stdout=subprocess.DEVNULL,
+            stderr=self.log)
+        os.close(cmd_r)
+        os.close(out_w)
+        self.buffer, self.next_id = b"", 0
+
+    def call(self, method: str, session: str | None = None, **params: object) -> dict:
+        self.next_id += 1
+        message: dict = {"id": self.next_id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        os.write(self.cmd_w, json.dumps(message).encode() + b"\0")
+        while True:
+            while b"\0" not in self.buffer:
+                chunk = os.read(self.out_r, 1 << 20)
+                assert chunk, "chromium closed the pipe"
+                self.buffer += chunk
+            raw, self.buffer = self.buffer.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == self.next_id:
+                assert "error" not in reply, reply
+                return reply["result"]
+
+    def close(self) -> None:
+        self.proc.terminate()  # by PID
+        self.proc.wait(30)
+        os.close(self.cmd_w)
+        os.close(self.out_r)
+        self.log.close()
+
+
+def _screenshot(url: str, path: Path, tmp_path: Path, seconds: float) -> None:
+    """Open *url*, let it poll for *seconds* of real time (the chart fills), shoot it."""
+    cdp = Cdp(tmp_path)
+    try:
+        target = cdp.call("Target.createTarget", url=url)
+        session = cdp.call("Target.attachToTarget", targetId=target["targetId"],
+                           flatten=True)["sessionId"]
+        cdp.call("Emulation.setDeviceMetricsOverride", session, width=1280, height=900,
+                 deviceScaleFactor=1, mobile=False)
+        time.sleep(seconds)
+        shot = cdp.call("Page.captureScreenshot", session, format="png")
+        path.write_bytes(base64.b64decode(shot["data"]))
+    finally:
+        cdp.close()
+
+
+def _element(dom: str, element_id: str) -> str:
+    match = re.search(rf'id="{element_id}"[^>]*>([^<]*)<', dom)
+    assert match, f"#{element_id} not in the DOM"
+    return match.group(1)
+
+
+def _node_rows(dom: str) -> list[list[str]]:
+    """The cells of each row of the ``#nodes-body`` table, as text."""
+    match = re.search(r'<tbody id="nodes-body"[^>]*>(.*?)</tbody>', dom, re.DOTALL)
+    assert match, "#nodes-body not in the DOM"
+    return [re.findall(r"<td[^>]*>([^<]*)</td>", row)
+            for row in re.findall(r"<tr[^>]*>(.*?)</tr>", match.group(1), re.DOTALL)]
+
+
+def _check_page(base: str, tmp_path: Path, pids: set[int]) -> None:
+    require(CHROMIUM, "no chromium (apt-get install -y chromium): the API checks passed")
+    dom = _chromium(base, tmp_path, "--virtual-time-budget=5000", "--dump-dom")
+    assert _element(dom, "nodes-count") == "2"
+    assert int(_element(dom, "acked-total")) > 0
+    assert _element(dom, "conn") == "live"
+    rows = _node_rows(dom)  # id, host, health, pid, beat, ...
+    assert sorted(int(row[3]) for row in rows) == sorted(pids), rows
+    assert all(row[2] in ("ok", "idle") for row in rows), rows
+    if os.environ.get("DASHBOARD_SCREENSHOT") == "1":
+        shot = ROOT / "docs" / "dashboard.png"
+        _screenshot(base, shot, tmp_path, seconds=25)
+        assert shot.stat().st_size > 10_000
+
+
+def _live_api_checks(base: str, pids: set[int]) -> None:
+    status = _status(base)
+    assert len(status["nodes"]) == 2 and status["totals"]["nodes"] == 2
+    assert {n["pid"] for n in status["nodes"]} == pids
+    assert status["totals"]["acked"] > 0 and status["dedup"]["items"] > 0
+    wait_until(lambda: (_status(base)["totals"]["rate"] or 0) > 0, 30, "a positive rate")
+
+
+@pytest.mark.e2e
+def test_dashboard_over_two_live_workers(stack, crawl_id, tmp_path):
+    env = {**os.environ, **stack.env(), "CRAWL_ID": crawl_id,
+           "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
+    site.generate(tmp_path / "site", 3000)
+    server = site.serve(tmp_path / "site")
+    cmd = worker_command(server.base_url + "/", {
+        "CRAWL_IDLE_TIMEOUT": 30, "KAFKA_PARTITION_BY": "url", "CONCURRENT_REQUESTS": 2,
+        "DOWNLOAD_DELAY": 0.02})  # about 100 pages/s: the crawl lasts while the page is shot
+    dash: subprocess.Popen[str] | None = None
+    try:
+        with running(2, cmd, env, tmp_path / "logs") as workers:
+            pids = {w.process.pid for w in workers}
+            dash = subprocess.Popen(
+                [sys.executable, "-m", "scrapy", "cluster", "dashboard", crawl_id,
+                 "--port", "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, cwd=ROOT)
+            base = _read_url(dash)
+            wait_until(lambda: _status(base)["totals"]["nodes"] == 2
+                       and _status(base)["totals"]["acked"] > 0, 90, "two nodes with pages")
+            _live_api_checks(base, pids)
+            _check_page(base, tmp_path, pids)
+    finally:
+        if dash is not None:
+            dash.terminate()  # by PID
+            dash.wait(10)
+        server.close()

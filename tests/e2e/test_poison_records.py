@@ -1,0 +1,56 @@
+"""A request the broker can never take ends in the dead-letter topic; the crawl goes on.
+
+The spider yields, among the demo site's links, one request with 2 MB of meta: larger
+than the producer allows. Retrying it could never succeed, and the page that yielded it
+could never be acknowledged, so the crawl would never end.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+from kafka import KafkaConsumer
+from pymongo import MongoClient
+
+from crawler.localstack import demo_site as site
+from crawler.localstack.demo import running, wait_all
+
+HERE = Path(__file__).resolve().parents[1]  # tests/
+
+
+def _stat(log: str, name: str) -> int:
+    found = re.findall(rf"'{re.escape(name)}': (\d+)", log)
+    return int(found[-1]) if found else 0
+
+
+def _dead_letters(bootstrap: str, topic: str) -> list[dict[str, object]]:
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                             consumer_timeout_ms=5000, enable_auto_commit=False)
+    try:
+        return [json.loads(record.value) for record in consumer]
+    finally:
+        consumer.close()
+
+
+def test_a_request_too_large_for_the_broker_is_dead_lettered(
+        stack, crawl_id, tmp_path, demo_site, demo_site_pages):
+    env = {**stack.env(), "CRAWL_ID": crawl_id}
+    # CRAWL_IDLE_TIMEOUT: a short wait for the end of the crawl, to keep the test short
+    cmd = [sys.executable, "-m", "scrapy", "runspider", str(HERE / "spiders" / "poison.py"),
+           "-a", f"base={demo_site}", "-s", "CRAWL_IDLE_TIMEOUT=4", "-s", "LOG_LEVEL=INFO"]
+    with running(1, cmd, env, tmp_path) as workers:
+        codes = wait_all(workers, timeout=300)
+        log = Path(workers[0].log.name).read_text(errors="replace")
+    assert codes == [0], log[-4000:]
+    assert _stat(log, "frontier/refused") == 1, log[-4000:]
+    dead = _dead_letters(env["KAFKA_BOOTSTRAP_SERVERS"], f"{crawl_id}.dead")
+    assert [d["source"] for d in dead] == [{"url": f"{demo_site}/too-big"}]
+    assert "MessageSizeTooLargeError" in str(dead[0]["reason"]) or "too large" in str(
+        dead[0]["reason"]).lower(), dead[0]["reason"]
+    with MongoClient(env["MONGO_URI"]) as client:
+        urls = [d["url"] for d in client["crawler"][crawl_id].find({}, {"url": 1})]
+    assert len(urls) == len(set(urls)), "a page was stored twice"
+    assert set(urls) == set(site.site_urls(demo_site, demo_site_pages))

@@ -1,0 +1,482 @@
+"""The shared token bucket against a real Redis, and RateLimitMiddleware."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from http.server import SimpleHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from helpers import tracebacks_outside_kafka
+from scrapy import Request, Spider
+from scrapy.exceptions import NotConfigured
+from scrapy.http import Response
+from scrapy.settings import Settings
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.test import get_crawler
+
+from crawler.config.readers import SettingError
+from crawler.connections.clients import redis_client
+from crawler.frontier.delay import NOT_BEFORE_KEY
+from crawler.middlewares.ratelimit import META_KEY, RateLimitMiddleware
+from crawler.politeness.ratelimiter import RedisLimiter, read_config
+from crawler.politeness.tokenbucket import LUA_RESERVE, Bucket, Limit, reserve
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST = "shop.example"
+KAFKA = "crawler.frontier.scheduler.KafkaScheduler"
+
+
+class RateSpider(Spider):
+    name = "rate"
+
+
+def settings_for(redis_url: str, crawl_id: str, **extra: Any) -> dict[str, Any]:
+    return {"REDIS_URL": redis_url, "CRAWL_ID": crawl_id, "RATELIMIT_ENABLED": True, **extra}
+
+
+@asynccontextmanager
+async def limiter(redis_url: str, crawl_id: str, **extra: Any) -> AsyncIterator[RedisLimiter]:
+    cfg = read_config(Settings(settings_for(redis_url, crawl_id, **extra)), "rate")
+    limiter = RedisLimiter(redis_client(redis_url), crawl_id, cfg)
+    try:
+        yield limiter
+    finally:
+        await cleanup(limiter.client, crawl_id)
+        await limiter.close()
+
+
+async def cleanup(client: aioredis.Redis, crawl_id: str) -> None:
+    keys = [k async for k in client.scan_iter(match=f"{{{crawl_id}}}:*")]
+    if keys:
+        await client.delete(*keys)
+
+
+def run(body: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(body())  # type: ignore[arg-type]
+
+
+_CLOCK = 0.002  # seconds: Redis TIME, time.time() and the event loop's clock may differ by this
+
+
+async def _until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Wait on the event loop until *predicate* holds; fail naming *what* after *timeout*."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+def test_lua_reservations_match_the_python_maths(redis_url: str, crawl_id: str) -> None:
+    rng = random.Random(3)
+    keys = [f"{{{crawl_id}}}:ratelimit:{HOST}", f"{{{crawl_id}}}:ratelimit:overrides"]
+
+    async def scenario() -> None:
+        client = redis_client(redis_url)
+        script = client.register_script(LUA_RESERVE)
+        bucket: Bucket | None = None
+        now = 1000.0
+        try:
+            for _ in range(300):
+                now += rng.choice([0.0, 0.0, rng.random(), rng.random() * 5])
+                limit = Limit(rng.choice([0.5, 2.0, 10.0]), rng.choice([1.0, 3.0]))
+                expected, bucket = reserve(bucket, limit, now, 4.0)
+                got = await script(keys=keys, args=[repr(now), HOST, repr(limit.rate),
+                                                    repr(limit.burst), "60", "4.0"])
+                assert bool(got[0]) == expected.reserved
+                assert float(got[1]) == pytest.approx(expected.wait, abs=1e-9)
+        finally:
+            await cleanup(client, crawl_id)
+            await client.aclose()
+
+    run(scenario)
+
+
+_CHILD = """
+import asyncio, json, sys
+from scrapy.settings import Settings
+from crawler.connections.clients import redis_client
+from crawler.politeness.ratelimiter import RedisLimiter, read_config
+
+async def main(url, crawl_id, host, count):
+    cfg = read_config(Settings({"REDIS_URL": url, "CRAWL_ID": crawl_id, "RATELIMIT_RATE": 20,
+                                "RATELIMIT_BURST": 5, "RATELIMIT_MAX_WAIT": 1e6}), "rate")
+    limiter = RedisLimiter(redis_client(url), crawl_id, cfg)
+    limit = cfg.limit(host)
+    print("ready", flush=True)
+    await limiter.client.blpop([host + ":go"], timeout=30)
+    async def one():
+        grant = await limiter.reserve(host, limit)
+        return grant.now + grant.wait if grant.reserved else None
+    slots = []
+    for _ in range(count // 50):  # 50 calls in flight at a time
+        slots += await asyncio.gather(*[one() for _ in range(50)])
+    await limiter.close()
+    print(json.dumps(slots), flush=True)
+
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
+"""
+
+
+def test_reservations_are_atomic_across_two_processes(redis_url: str, crawl_id: str) -> None:
+    rate, burst, count = 20, 5, 1000
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    children = [subprocess.Popen([sys.executable, "-c", _CHILD, redis_url, crawl_id, HOST,
+                                  str(count)], stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+                for _ in range(2)]
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+
+        async def go() -> None:
+            client = redis_client(redis_url)
+            await client.rpush(f"{HOST}:go", 1, 1)
+            await client.aclose()
+
+        run(go)
+        outputs = [child.communicate(timeout=120)[0] for child in children]
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+    assert [child.returncode for child in children] == [0, 0]
+    slots = sorted(s for out in outputs for s in json.loads(out.strip().splitlines()[-1]))
+    assert len(slots) == 2 * count and None not in slots
+    windows: dict[int, int] = {}
+    for slot in slots:  # one-second windows from the first slot
+        windows[int(slot - slots[0])] = windows.get(int(slot - slots[0]), 0) + 1
+    assert max(windows.values()) <= rate + burst
+    # and sliding ones: no second, wherever it starts, holds more
+    assert all(sum(1 for t in slots[i:i + rate + burst + 1] if t < s + 1) <= rate + burst
+               for i, s in enumerate(slots))
+    # no slot was lost either: the schedule is as tight as the bucket allows
+    assert slots[-1] - slots[0] == pytest.approx((2 * count - burst) / rate, abs=0.5)
+
+    async def clean() -> None:
+        client = redis_client(redis_url)
+        await cleanup(client, crawl_id)
+        await client.aclose()
+
+    run(clean)
+
+
+def test_live_overrides_take_effect_on_the_next_call(redis_url: str, crawl_id: str) -> None:
+    async def scenario() -> None:
+        async with limiter(redis_url, crawl_id, RATELIMIT_RATE=1, RATELIMIT_BURST=1) as rl:
+            limit = rl.cfg.limit(HOST)
+            assert [(await rl.reserve(HOST, limit)).wait > 0.5 for _ in range(2)] == [False, True]
+            await rl.client.hset(rl.overrides_key, HOST, json.dumps({"rate": 1000, "burst": 50}))
+            other = await rl.reserve("other.example", limit)  # other hosts keep the settings
+            assert other.configured == 1.0
+            await asyncio.sleep(1.1)  # the queued slot passes; then 50 go at once
+            waits = [await rl.reserve(HOST, limit) for _ in range(50)]
+            assert max(w.wait for w in waits) < 0.05
+            assert waits[0].configured == 1000.0 and not waits[0].bad_override
+            await rl.client.hset(rl.overrides_key, HOST, '{"rate": 0.5}')
+            slow = [await rl.reserve(HOST, limit) for _ in range(3)]
+            assert [g.configured for g in slow] == [0.5] * 3
+            slots = [g.now + g.wait for g in slow]  # on the limiter's clock: no wall time
+            assert slots[2] - slots[1] == pytest.approx(2.0, abs=1e-6)
+            await rl.client.hset(rl.overrides_key, HOST, '{"rate": "fast"')
+            assert (await rl.reserve(HOST, limit)).bad_override
+
+    run(scenario)
+
+
+def test_adaptive_decrease_is_visible_to_another_client(redis_url: str, crawl_id: str) -> None:
+    extra = {"RATELIMIT_RATE": 8, "RATELIMIT_BURST": 1, "RATELIMIT_RECOVER_AFTER": 2,
+             "RATELIMIT_RECOVER_STEP": 0.25, "RATELIMIT_MIN_RATE": 1}
+
+    async def scenario() -> None:
+        async with limiter(redis_url, crawl_id, **extra) as a, \
+                limiter(redis_url, crawl_id, **extra) as b:
+            limit = a.cfg.limit(HOST)
+            sent = await a.reserve(HOST, limit)
+            assert await a.decrease(HOST, limit, sent.now) == (True, 4.0)
+            seen = await b.reserve(HOST, limit)
+            assert (seen.rate, seen.configured) == (4.0, 8.0)
+            # a second 429 from a request sent before the decrease counts once
+            assert await b.decrease(HOST, limit, sent.now) == (False, 4.0)
+            assert await b.decrease(HOST, limit, seen.now) == (True, 2.0)
+            for _ in range(3):
+                await b.decrease(HOST, limit, (await a.reserve(HOST, limit)).now)
+            assert (await a.reserve(HOST, limit)).rate == 1.0  # the floor
+            results = [await b.recover(HOST, limit) for _ in range(4)]
+            assert results == [(False, 1.0), (True, 3.0), (False, 3.0), (True, 5.0)]
+            assert (await a.reserve(HOST, limit)).rate == 5.0
+            for _ in range(4):
+                await a.recover(HOST, limit)
+            assert (await b.reserve(HOST, limit)).rate == 8.0
+            assert await a.client.hget(a.key(HOST), "rate") is None
+
+    run(scenario)
+
+
+@asynccontextmanager
+async def opened(settings: dict[str, Any]) -> AsyncIterator[RateLimitMiddleware]:
+    crawler = get_crawler(RateSpider, settings)
+    middleware = build_from_crawler(RateLimitMiddleware, crawler)
+    await middleware.spider_opened()
+    try:
+        yield middleware
+    finally:
+        if isinstance(middleware.limiter, RedisLimiter):
+            await cleanup(middleware.limiter.client, middleware.cfg.crawl_id)
+        await middleware.spider_closed()
+
+
+def test_middleware_returns_a_delayed_copy_under_the_kafka_scheduler(
+    redis_url: str, crawl_id: str
+) -> None:
+    settings = settings_for(redis_url, crawl_id, SCHEDULER=KAFKA, RATELIMIT_RATE=1,
+                            RATELIMIT_BURST=1)
+
+    async def scenario() -> None:
+        async with opened(settings) as mw:
+            # Slots follow the first token (taken at some t1 in [before, after of its call]):
+            # t1 + 1 and t1 + 2 at one request a second, however slowly the calls run.
+            before = time.time() - _CLOCK
+            first = Request(f"https://{HOST}/1")
+            assert await mw.process_request(first) is None  # a token was there
+            assert first.meta[META_KEY]["host"] == HOST
+            second = Request(f"https://{HOST}/2")
+            copy = await mw.process_request(second)
+            assert isinstance(copy, Request) and copy.url == second.url and copy.dont_filter
+            assert before + 1.0 <= copy.meta[NOT_BEFORE_KEY] <= time.time() + 1.0 + _CLOCK
+            assert copy.meta[META_KEY]["reserved"] is True
+            assert await mw.process_request(Request("https://other.example/")) is None
+            # back when due: it holds its slot, takes no other token
+            copy.meta[META_KEY]["due"] = time.time()
+            assert await mw.process_request(copy) is None
+            third = await mw.process_request(Request(f"https://{HOST}/3"))
+            assert isinstance(third, Request)
+            assert before + 2.0 <= third.meta[NOT_BEFORE_KEY] <= time.time() + 2.0 + _CLOCK
+            spent = time.time() + _CLOCK - before  # the waits are 1 and 2 s less time passed
+            stats = mw.stats.get_stats()
+            assert (stats["ratelimit/granted"], stats["ratelimit/waits"]) == (4, 2)
+            assert stats["ratelimit/redeemed"] == 1
+            assert 3.0 - 2 * spent <= stats["ratelimit/wait_seconds"] <= 3.0 + _CLOCK
+
+    run(scenario)
+
+
+def test_middleware_lowers_the_rate_on_429_and_recovers(redis_url: str, crawl_id: str) -> None:
+    settings = settings_for(redis_url, crawl_id, SCHEDULER=KAFKA, RATELIMIT_RATE=100,
+                            RATELIMIT_BURST=100, RATELIMIT_RECOVER_AFTER=1,
+                            RATELIMIT_RECOVER_STEP=0.5)
+
+    async def scenario() -> None:
+        async with opened(settings) as mw:
+            sent = [Request(f"https://{HOST}/{i}") for i in range(3)]
+            for request in sent:
+                assert await mw.process_request(request) is None
+            for request in sent:  # a volley of 429s: one decrease
+                response = Response(request.url, status=429, request=request)
+                assert await mw.process_response(request, response) is response
+            later = Request(f"https://{HOST}/later")
+            await mw.process_request(later)
+            assert later.meta[META_KEY]["lowered"] is True
+            await mw.process_response(later, Response(later.url, status=200, request=later))
+            ok = Request(f"https://{HOST}/ok")
+            await mw.process_request(ok)
+            assert ok.meta[META_KEY]["lowered"] is False
+            stats = mw.stats.get_stats()
+            assert stats["ratelimit/slowdowns"] == 3
+            assert (stats["ratelimit/rate_decreased"], stats["ratelimit/rate_recovered"]) == (1, 1)
+
+    run(scenario)
+
+
+def test_single_node_middleware_sleeps_then_proceeds() -> None:
+    settings = {"RATELIMIT_ENABLED": True, "RATELIMIT_RATE": 10, "RATELIMIT_BURST": 1}
+
+    async def scenario() -> None:
+        async with opened(settings) as mw:
+            assert mw.limiter is not None and not mw.delays
+            start = time.monotonic()
+            assert await mw.process_request(Request(f"https://{HOST}/1")) is None
+            assert await mw.process_request(Request(f"https://{HOST}/2")) is None
+            # the second one slept until its slot, 0.1 s after the first token (a lower
+            # bound: a slow machine only makes it later); the ceiling catches a wrong unit
+            assert 0.1 - _CLOCK <= time.monotonic() - start < 5
+            assert await mw.process_request(Request("https://other.example/")) is None
+            stats = mw.stats.get_stats()
+            assert (stats["ratelimit/granted"], stats["ratelimit/waits"]) == (3, 1)
+
+    run(scenario)
+
+
+def test_a_redis_outage_stalls_requests_without_dropping_them(
+    redis_url: str, crawl_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = "redis://127.0.0.1:1/0"
+
+    async def scenario() -> None:
+        async with opened(settings_for(redis_url, crawl_id, RATELIMIT_RETRY_BACKOFF=0.05)) as mw:
+            working = mw.limiter
+            assert isinstance(working, RedisLimiter)
+            mw.limiter = RedisLimiter(redis_client(dead, connect_timeout=0.2), crawl_id, mw.cfg)
+            stalled = asyncio.ensure_future(mw.process_request(Request(f"https://{HOST}/")))
+            await _until(lambda: mw.stats.get_value("ratelimit/redis_errors", 0) >= 2,
+                         "two failed Redis calls")
+            assert not stalled.done()
+            await mw.limiter.close()
+            mw.limiter = working  # Redis is back
+            assert await asyncio.wait_for(stalled, 5) is None
+            # with the Kafka frontier, the request goes back to the buffer instead
+            mw.delays = True
+            mw.limiter = RedisLimiter(redis_client(dead, connect_timeout=0.2), crawl_id, mw.cfg)
+            copy = await mw.process_request(Request(f"https://{HOST}/b"))
+            assert isinstance(copy, Request) and copy.dont_filter and NOT_BEFORE_KEY in copy.meta
+            await mw.limiter.close()
+            mw.limiter = working
+
+    with caplog.at_level(logging.INFO, logger="crawler"):  # redis_retry logs the stall
+        run(scenario)
+    # the one retry rule's stall lines (crawler.connections.retry): said once, not at every failure
+    assert caplog.text.count("Redis rate limit unavailable, retrying") == 2  # two outages
+    assert "Redis rate limit reachable again" in caplog.text
+    assert "retrying cannot help" not in caplog.text
+
+
+class _Engine:
+    """Records the close the middleware asks for (the Redis and its ACL are real)."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+        self.running = True
+
+    async def close_spider_async(self, *, reason: str) -> None:
+        self.reasons.append(reason)
+
+
+def test_a_refused_rate_limit_script_closes_the_worker_with_one_line(
+    redis_url: str, crawl_id: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NOPERM (an ACL without EVALSHA) can never pass: one ERROR line, the worker closes
+    with redis_error, and the request goes back to the buffer (its lease kept) instead of
+    being retried for ever (the old code logged and retried every failure)."""
+    user = f"limited-{crawl_id}"
+
+    async def scenario() -> None:
+        admin = redis_client(redis_url)
+        await admin.execute_command("ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all",
+                                    "-eval", "-evalsha")
+        limited = redis_url.replace("redis://", f"redis://{user}:pw@")
+        try:
+            async with opened(settings_for(redis_url, crawl_id,
+                                           RATELIMIT_RETRY_BACKOFF=0.05)) as mw:
+                engine = _Engine()
+                mw.crawler.engine = engine  # type: ignore[assignment]
+                mw.limiter = RedisLimiter(redis_client(limited), crawl_id, mw.cfg)
+                for path in ("/a", "/b", "/c"):  # Scrapy's scheduler: it would sleep-retry
+                    copy = await asyncio.wait_for(
+                        mw.process_request(Request(f"https://{HOST}{path}")), 30)
+                    assert isinstance(copy, Request) and NOT_BEFORE_KEY in copy.meta
+                await _until(lambda: engine.reasons == ["redis_error"], "the close")
+                assert mw.stats.get_value("ratelimit/redis_errors") == 1  # no retry after it
+                await mw.limiter.close()
+        finally:
+            await admin.execute_command("ACL", "DELUSER", user)
+            await admin.aclose()
+
+    with caplog.at_level(logging.INFO, logger="crawler"):
+        run(scenario)
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(errors) == 1 and errors[0].levelno == logging.ERROR, caplog.text[-2000:]
+    assert "Redis refuses rate limit and retrying cannot help: NoPermissionError" in (
+        errors[0].getMessage())
+
+
+def test_switched_off_by_default() -> None:
+    with pytest.raises(NotConfigured):
+        build_from_crawler(RateLimitMiddleware, get_crawler(RateSpider, {}))
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("RATELIMIT_RATE", 0), ("RATELIMIT_RATE", "fast"), ("RATELIMIT_RATE", float("inf")),
+    ("RATELIMIT_BURST", 0.5), ("RATELIMIT_MAX_WAIT", 0), ("RATELIMIT_DECREASE_FACTOR", 1.5),
+    ("RATELIMIT_RECOVER_STEP", 0), ("RATELIMIT_RECOVER_AFTER", 0), ("RATELIMIT_MIN_RATE", -1),
+    ("RATELIMIT_DECREASE_ON", "429,abc"), ("RATELIMIT_DECREASE_ON", [42]),
+    ("RATELIMIT_DOMAINS", {"a.example": {"rate": 0}}),
+    ("RATELIMIT_DOMAINS", {"a.example": {"speed": 2}}),
+    ("RATELIMIT_STATE_TTL", -1), ("RATELIMIT_ADAPTIVE", "maybe"),
+])
+def test_bad_settings_are_named_at_start_up(name: str, value: Any) -> None:
+    crawler = get_crawler(RateSpider, {"RATELIMIT_ENABLED": True, name: value})
+    with pytest.raises(SettingError, match=name):
+        build_from_crawler(RateLimitMiddleware, crawler)
+
+
+def test_domain_settings_are_per_host() -> None:
+    cfg = read_config(Settings({"RATELIMIT_DOMAINS": {"Shop.Example.": {"rate": 2}}}), "rate")
+    assert cfg.limit("shop.example") == Limit(2.0, 2.0)
+    assert cfg.limit("www.shop.example") == cfg.default == Limit(1.0, 2.0)
+
+
+class _Recording(SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    arrivals: list[float] = []
+
+    def do_GET(self) -> None:
+        self.arrivals.append(time.time())
+        super().do_GET()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.e2e
+def test_two_workers_share_one_rate_for_a_host(
+    stack: Any, crawl_id: str, tmp_path: Path
+) -> None:
+    """Both workers fetch the one host (partitioned by URL) through the Kafka frontier;
+    the origin records when each request arrives."""
+    from crawler.localstack import demo_site as site
+    from crawler.localstack.demo import running, wait_all, worker_command, worker_logs
+
+    rate, burst, pages = 10, 2, 40
+    _Recording.arrivals = []
+    site.generate(tmp_path / "site", pages)
+    handler = partial(_Recording, directory=str(tmp_path / "site"))
+    server = site.DemoServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    middleware = {"crawler.middlewares.ratelimit.RateLimitMiddleware": 560}
+    cmd = worker_command(server.base_url + "/", {
+        "CRAWL_IDLE_TIMEOUT": 3, "KAFKA_PARTITION_BY": "url", "RATELIMIT_ENABLED": True,
+        "RATELIMIT_RATE": rate, "RATELIMIT_BURST": burst,
+        "DOWNLOADER_MIDDLEWARES": json.dumps(middleware),
+    })
+    try:
+        with running(2, cmd, {**stack.env(), "CRAWL_ID": crawl_id}, tmp_path) as workers:
+            assert wait_all(workers, timeout=180) == [0, 0], worker_logs(workers)[-3000:]
+            logs = worker_logs(workers)
+    finally:
+        server.shutdown()
+        server.server_close()
+    arrivals = sorted(_Recording.arrivals)
+    assert len(arrivals) == pages
+    assert not tracebacks_outside_kafka(logs), logs[-3000:]
+    assert logs.count("'ratelimit/waits'") == 2  # both waited
+    # no request is sent before its slot, so the whole crawl takes at least this long
+    assert arrivals[-1] - arrivals[0] >= (pages - burst) / rate - 0.05
+    # the frontier releases each delayed request when it is due, so the bound holds on the wire
+    busiest = most_in_window(arrivals, 1.0)
+    assert busiest <= rate + burst, f"{busiest} requests reached the origin in one second"
+
+
+def most_in_window(times: list[float], width: float) -> int:
+    return max(sum(1 for t in times[i:] if t < start + width) for i, start in enumerate(times))

@@ -1,0 +1,1 @@
+"""Test servers: a misbehaving origin and local forward proxies (not shipped in the wheel)."""

@@ -1,0 +1,149 @@
+"""Sender and ConsumerLoop without a broker: batched acks, pausing a full buffer."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any
+
+from kafka.future import Future
+
+from crawler.frontier.consumer import ConsumerLoop
+from crawler.frontier.producer import Sender
+
+
+class FakeProducer:
+    """Hands out kafka-python futures; the test resolves them from its own thread."""
+
+    def __init__(self) -> None:
+        self.futures: queue.SimpleQueue[Future] = queue.SimpleQueue()
+
+    def send(self, topic: str, key: bytes | None, value: bytes) -> Future:
+        future = Future()
+        self.futures.put(future)
+        return future
+
+    def flush(self, timeout: float) -> None:
+        pass
+
+    def close(self, timeout: float) -> None:
+        pass
+
+
+class Metadata:
+    def __init__(self, offset: int) -> None:
+        self.partition, self.offset = 0, offset
+
+
+class Reactor:
+    """call_from_thread: queue the call; run() runs the queued calls on this thread."""
+
+    def __init__(self) -> None:
+        self.calls: queue.SimpleQueue[tuple[Any, tuple[Any, ...]]] = queue.SimpleQueue()
+        self.count = 0
+
+    def call(self, func: Any, *args: Any) -> None:
+        self.count += 1
+        self.calls.put((func, args))
+
+    def run(self) -> None:
+        while not self.calls.empty():
+            func, args = self.calls.get()
+            func(*args)
+
+    def run_until(self, condition: Any) -> None:
+        """Run calls until *condition()* (the sender thread may still attach callbacks)."""
+        deadline = time.monotonic() + 30  # a generous ceiling: the machine may be busy
+        while not condition() and time.monotonic() < deadline:
+            self.run()
+            time.sleep(0.005)
+        assert condition()
+
+
+def test_acks_arrive_in_batches_in_order_and_each_once() -> None:
+    producer, reactor, done = FakeProducer(), Reactor(), []
+    sender = Sender(producer, call_from_thread=reactor.call,  # type: ignore[arg-type]
+                    call_later=lambda *a: None, backoff=1, backoff_max=1)
+    sender.start()
+    for i in range(200):
+        sender.send("t", None, b"v", lambda p, o, i=i: done.append((i, o)))
+    assert sender.pending == 200
+    futures = [producer.futures.get(timeout=5) for _ in range(200)]
+
+    def broker() -> None:  # the producer's I/O thread
+        for offset, future in enumerate(futures):
+            future.success(Metadata(offset))
+
+    thread = threading.Thread(target=broker)
+    thread.start()
+    thread.join()
+    reactor.run_until(lambda: len(done) == 200)
+    assert done == [(i, i) for i in range(200)]
+    assert sender.pending == 0
+    assert reactor.count < 200  # one cross-thread call for many acks
+    sender.close(1)
+
+
+def test_a_failed_send_is_retried_and_acked_once() -> None:
+    producer, reactor, done = FakeProducer(), Reactor(), []
+    later: list[tuple[Any, ...]] = []
+    sender = Sender(producer, call_from_thread=reactor.call,  # type: ignore[arg-type]
+                    call_later=lambda delay, *a: later.append(a), backoff=1, backoff_max=1)
+    sender.start()
+    sender.send("t", b"k", b"v", lambda p, o: done.append(o))
+    producer.futures.get(timeout=5).failure(RuntimeError("broker down"))
+    reactor.run_until(lambda: sender.failures == 1)
+    assert sender.failures == 1 and done == [] and len(later) == 1
+    func, *args = later.pop()
+    func(*args)  # the retry
+    producer.futures.get(timeout=5).success(Metadata(7))
+    reactor.run_until(lambda: done)
+    assert done == [7] and sender.pending == 0
+    sender.close(1)
+
+
+class FakeConsumer:
+    def __init__(self) -> None:
+        self.paused: list[bool] = []
+        self.polls: list[int] = []
+
+    def assignment(self) -> set[str]:
+        return {"t-0"}
+
+    def pause(self, *parts: Any) -> None:
+        self.paused.append(True)
+
+    def resume(self, *parts: Any) -> None:
+        self.paused.append(False)
+
+    def poll(self, timeout_ms: int, max_records: int) -> dict[Any, Any]:
+        self.polls.append(max_records)
+        return {}
+
+
+def _full_loop() -> tuple[ConsumerLoop, FakeConsumer]:
+    consumer = FakeConsumer()
+    loop = ConsumerLoop(consumer, ["t"], buffer_size=8,  # type: ignore[arg-type]
+                        commit_interval=1.0, deliver=lambda records: None,
+                        call_from_thread=lambda f, *a: f(*a))
+    loop.handed = 8  # the buffer is full
+    return loop, consumer
+
+
+def test_a_full_buffer_that_empties_soon_is_not_paused() -> None:
+    loop, consumer = _full_loop()
+    timer = threading.Timer(0.02, lambda: setattr(loop, "taken", 5))  # the reactor takes 5
+    timer.start()
+    loop._poll_once()
+    timer.join()
+    assert consumer.paused == [] and consumer.polls == [5]
+
+
+def test_a_buffer_that_stays_full_pauses_fetching() -> None:
+    loop, consumer = _full_loop()
+    loop._poll_once()
+    assert consumer.paused == [True] and consumer.polls == [1]
+    loop.taken = 8
+    loop._poll_once()
+    assert consumer.paused == [True, False] and consumer.polls == [1, 8]
