@@ -1,0 +1,100 @@
+"""Every Redis key of a crawl, and the id of this worker process: one place for each.
+
+All keys of a crawl share the hash tag ``{<CRAWL_ID>}``, so in a Redis Cluster they land in
+one slot (Lua scripts touch several at once) and ``SCAN {<CRAWL_ID>}:*`` finds them all.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from functools import cache
+
+
+@dataclass(frozen=True)
+class CrawlKeys:
+    """The Redis keys of crawl *crawl_id*."""
+
+    crawl_id: str
+
+    @property
+    def prefix(self) -> str:
+        """``{<CRAWL_ID>}:``, the start of every key of the crawl."""
+        return f"{{{self.crawl_id}}}:"
+
+    @property
+    def bloom(self) -> str:
+        """The shared Bloom filter's metadata hash; its slices are ``<bloom>:<n>[:<piece>]``."""
+        return self.prefix + "bloom"
+
+    @property
+    def workers(self) -> str:
+        """Hash: worker id -> JSON heartbeat."""
+        return self.prefix + "workers"
+
+    @property
+    def finished(self) -> str:
+        """The crawl's finished record (JSON)."""
+        return self.prefix + "finished"
+
+    @property
+    def control(self) -> str:
+        """An operator's command to every worker (pause, resume, stop)."""
+        return self.prefix + "control"
+
+    @property
+    def alerts(self) -> str:
+        """Hash: alert name -> JSON, refreshed by the workers that see it."""
+        return self.prefix + "alerts"
+
+    def seed_claim(self, fingerprint: str) -> str:
+        """The claim of one start request, so that one worker publishes it."""
+        return self.seed_claim_prefix + fingerprint
+
+    @property
+    def seed_claim_prefix(self) -> str:
+        return self.prefix + "seed:"
+
+    @property
+    def proxies(self) -> str:
+        """Set: the proxy pool's members."""
+        return self.prefix + "proxies"
+
+    @property
+    def proxy_seeded(self) -> str:
+        """Set: the addresses the settings have ever added."""
+        return self.prefix + "proxy:seeded"
+
+    @property
+    def proxy_health(self) -> str:
+        """Hash: credential-free proxy id -> JSON health."""
+        return self.prefix + "proxy:health"
+
+    @property
+    def proxy_tombstone(self) -> str:
+        """While it exists, a missing members set means 'emptied by an operator'."""
+        return self.prefix + "proxy:none"
+
+    @property
+    def ratelimit_prefix(self) -> str:
+        """``<prefix>ratelimit:<host>`` hashes hold each host's token bucket."""
+        return self.prefix + "ratelimit:"
+
+    @property
+    def ratelimit_overrides(self) -> str:
+        """Hash: host -> JSON, the live rate overrides."""
+        return self.ratelimit_prefix + "overrides"
+
+    def ratelimit_bucket(self, host: str) -> str:
+        # a host named "overrides" must not collide with the overrides hash
+        return self.ratelimit_prefix + (host + "." if host == "overrides" else host)
+
+
+@cache
+def worker_id() -> str:
+    """``host:pid:<6 hex>``, this process's id: the heartbeat field, the ``worker`` label of
+    every metric, the node ``scrapy cluster status`` and the dashboard show. The random part
+    tells a restarted worker from its predecessor when a PID is reused."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
