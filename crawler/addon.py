@@ -5,6 +5,10 @@ With none of ``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL`` and ``MONGO_URI`` set
 scheduler, a pybloom-live dupefilter and items in a JSON Lines file. With all
 three it switches on the Kafka frontier, the Redis Bloom dupefilter and the
 MongoDB pipeline. Anything in between is a configuration error.
+
+Before either, it registers every default of :mod:`crawler.config.defaults` at
+priority ``"default"`` (:meth:`DistributedAddon.register_defaults`), so that
+``scrapy settings --get RATELIMIT_RATE`` shows it and a user's value wins.
 """
 
 from __future__ import annotations
@@ -23,7 +27,18 @@ PRIORITY = "addon"
 class DistributedAddon:
     """``ADDONS = {"crawler.addon.DistributedAddon": 0}``."""
 
+    @classmethod
+    def update_pre_crawler_settings(cls, settings: BaseSettings) -> None:
+        """Before any crawler exists (``CrawlerProcess``, ``scrapy settings``): the defaults."""
+        cls.register_defaults(settings)
+
+    @staticmethod
+    def register_defaults(settings: BaseSettings) -> None:
+        """Every default at priority ``"default"``, where nothing is set yet."""
+        config.register_defaults(settings)
+
     def update_settings(self, settings: BaseSettings) -> None:
+        self.register_defaults(settings)
         services = config.configured_services(settings)
         if not services:
             self._single_node(settings)
@@ -80,7 +95,7 @@ class DistributedAddon:
         user-agent rotation once they have something to rotate.
         """
         settings.set("RETRY_BACKOFF_ENABLED", True, PRIORITY)
-        has_rates = any(settings.getpriority(name) is not None
+        has_rates = any(config.user_set(settings, name)
                         for name in ("RATELIMIT_RATE", "RATELIMIT_DOMAINS"))
         settings.set("RATELIMIT_ENABLED", has_rates, PRIORITY)
         has_proxies = bool(config.get_list(settings, "ROTATING_PROXY_LIST")

@@ -3,10 +3,15 @@
 Every reader falls back to :mod:`crawler.config.defaults`; connection settings
 (``ENV_SETTINGS``) also fall back to the environment variable of the same name.
 A malformed value raises :class:`SettingError`, which names the setting.
+
+The add-on registers every default into Scrapy's settings at priority ``"default"``
+(:func:`register_defaults`); such a value counts as unset: a connection setting's
+environment variable still wins over it, and :func:`user_set` is false for it.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -14,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from scrapy.settings import BaseSettings
+from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
 from crawler.config import defaults
 
@@ -23,6 +28,7 @@ ENV_SETTINGS = frozenset(
 )
 SERVICE_SETTINGS = ("KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI")
 _CRAWL_ID_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,100}$")
+DEFAULT_PRIORITY = SETTINGS_PRIORITIES["default"]
 
 T = TypeVar("T")
 
@@ -39,14 +45,37 @@ def default(name: str) -> Any:
     return getattr(defaults, name)
 
 
+def names() -> list[str]:
+    """Every setting of :mod:`crawler.config.defaults`, in the order of the module."""
+    return [name for name in vars(defaults) if name.isupper()]
+
+
+def register_defaults(settings: BaseSettings) -> None:
+    """Put every default into *settings* at priority ``"default"``, where a setting has
+    no value yet; a value set anywhere (project, spider, ``-s``) keeps its priority.
+    Each gets its own copy, so that no caller can change the module's lists and dicts."""
+    for name in names():
+        if settings.getpriority(name) is None:
+            settings.set(name, copy.deepcopy(default(name)), priority="default")
+
+
+def user_set(settings: BaseSettings, name: str) -> bool:
+    """Whether *name* has a value above priority ``"default"`` (project, spider, ``-s``...)."""
+    priority = settings.getpriority(name)
+    return priority is not None and priority > DEFAULT_PRIORITY
+
+
 def raw(settings: BaseSettings, name: str) -> Any:
-    """The value of *name*: the settings, then the environment, then the default."""
+    """The value of *name*: the settings, then the environment, then the default.
+
+    A registered default (priority ``"default"``) gives way to the environment variable of a
+    connection setting, as an unset value does."""
     value = settings.get(name)
-    if value is None or value == "":
-        if name in ENV_SETTINGS and os.environ.get(name):
+    unset = value is None or value == ""
+    if name in ENV_SETTINGS and os.environ.get(name):
+        if unset or (isinstance(settings, BaseSettings) and not user_set(settings, name)):
             return os.environ[name]
-        return default(name)
-    return value
+    return default(name) if unset else value
 
 
 def _convert(name: str, value: Any, kind: Callable[[Any], T], what: str) -> T:
