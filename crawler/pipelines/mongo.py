@@ -25,16 +25,10 @@ from scrapy import Request
 from scrapy.exceptions import DropItem, NotConfigured
 
 from crawler.config import defaults
-from crawler.config import readers as config
-from crawler.config.readers import SettingError, mask_url
+from crawler.config.readers import mask_url
 from crawler.connections.clients import ServiceUnavailable, check_mongo, mongo_client
 from crawler.storage.errors import describe
-from crawler.storage.settings import (
-    database_name,
-    mongo_timeout,
-    write_concern_setting,
-    write_timeout_setting,
-)
+from crawler.storage.settings import StorageConfig
 from crawler.storage.writer import (
     TRANSIENT_CODES,
     BatchWriter,
@@ -104,29 +98,18 @@ class MongoPipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        s = crawler.settings
-        uri = config.get_str(s, "MONGO_URI")
-        if not uri:
+        cfg = StorageConfig.of(crawler)
+        if cfg is None:
             raise NotConfigured("MongoPipeline needs MONGO_URI (setting or environment)")
-        spider = crawler.spider if crawler.spider is not None else crawler.spidercls
-        key_fields = config.get_list(s, "MONGO_KEY_FIELDS")
-        if not key_fields:
-            raise SettingError("MONGO_KEY_FIELDS", "expected at least one field name")
-        backoff = config.get_float(s, "MONGO_RETRY_BACKOFF", minimum=0, exclusive_min=True)
         return cls(
-            uri=uri, database=database_name(s), collection=config.crawl_id(s, spider.name),
+            uri=cfg.uri, database=cfg.database, collection=cfg.crawl_id,
             fingerprinter=crawler.request_fingerprinter, stats=crawler.stats,
-            batch_size=config.get_int(s, "MONGO_BATCH_SIZE", minimum=1),
-            batch_timeout=config.get_float(s, "MONGO_BATCH_TIMEOUT", minimum=0,
-                                           exclusive_min=True),
-            key_fields=key_fields, write_concern=write_concern_setting(s),
-            journal=config.get_bool(s, "MONGO_JOURNAL"),
-            indexes=config.get_list(s, "MONGO_INDEXES"), retry_backoff=backoff,
-            retry_backoff_max=config.get_float(s, "MONGO_RETRY_BACKOFF_MAX", minimum=backoff),
-            connect_timeout=config.get_float(s, "CONNECT_TIMEOUT", minimum=0, exclusive_min=True),
-            timeout=mongo_timeout(s), write_timeout=write_timeout_setting(s),
-            index_timeout=config.get_float(s, "MONGO_INDEX_TIMEOUT", minimum=0,
-                                           exclusive_min=True),
+            batch_size=cfg.batch_size, batch_timeout=cfg.batch_timeout,
+            key_fields=list(cfg.key_fields), write_concern=cfg.write_concern,
+            journal=cfg.journal, indexes=list(cfg.indexes), retry_backoff=cfg.retry_backoff,
+            retry_backoff_max=cfg.retry_backoff_max, connect_timeout=cfg.connect_timeout,
+            timeout=cfg.timeout, write_timeout=cfg.write_timeout,
+            index_timeout=cfg.index_timeout,
         )
 
     async def open_spider(self, spider: Spider | None = None) -> None:

@@ -20,16 +20,10 @@ from typing import TYPE_CHECKING, Any, Self
 from pymongo.errors import OperationFailure, PyMongoError, WriteError
 
 from crawler.config import defaults
-from crawler.config import readers as config
 from crawler.config.readers import mask_url
 from crawler.connections.clients import mongo_client
 from crawler.storage.errors import describe, rejects_document
-from crawler.storage.settings import (
-    database_name,
-    mongo_timeout,
-    write_concern_setting,
-    write_timeout_setting,
-)
+from crawler.storage.settings import StorageConfig
 from crawler.storage.writer import is_transient, retry_delay
 
 if TYPE_CHECKING:
@@ -98,21 +92,15 @@ class FailureStore:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self | None:
         """The crawl's failure store, or ``None`` without ``MONGO_URI`` (single node)."""
-        s = crawler.settings
-        uri = config.get_str(s, "MONGO_URI")
-        if not uri:
+        cfg = StorageConfig.of(crawler)
+        if cfg is None:
             return None
-        spider = crawler.spider if crawler.spider is not None else crawler.spidercls
-        backoff = config.get_float(s, "MONGO_RETRY_BACKOFF", minimum=0, exclusive_min=True)
         return cls(
-            uri=uri, database=database_name(s),
-            collection=config.crawl_id(s, spider.name) + COLLECTION_SUFFIX,
-            write_concern=write_concern_setting(s), journal=config.get_bool(s, "MONGO_JOURNAL"),
-            retry_backoff=backoff,
-            retry_backoff_max=config.get_float(s, "MONGO_RETRY_BACKOFF_MAX", minimum=backoff),
-            connect_timeout=config.get_float(s, "CONNECT_TIMEOUT", minimum=0, exclusive_min=True),
-            timeout=mongo_timeout(s), write_timeout=write_timeout_setting(s),
-            stats=crawler.stats,
+            uri=cfg.uri, database=cfg.database, collection=cfg.crawl_id + COLLECTION_SUFFIX,
+            write_concern=cfg.write_concern, journal=cfg.journal,
+            retry_backoff=cfg.retry_backoff, retry_backoff_max=cfg.retry_backoff_max,
+            connect_timeout=cfg.connect_timeout, timeout=cfg.timeout,
+            write_timeout=cfg.write_timeout, stats=crawler.stats,
         )
 
     async def record(self, failure: Failure) -> bool:
