@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 import urllib.request
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -69,6 +69,44 @@ def thresholds(settings: Any) -> Thresholds:
     return replace(limits, node_silent_seconds=silent)
 
 
+@dataclass(frozen=True, slots=True)
+class AlertsConfig:
+    """The settings the alerts read (``ALERT_*``, and Redis and the Bloom filter to watch),
+    validated in one place: :class:`~crawler.config.SettingError` names a bad one."""
+
+    limits: Thresholds
+    interval: float
+    ttl: float
+    webhook: str
+    webhook_timeout: float
+    stale_after: float
+    redis_url: str
+    redis_params: dict[str, Any]
+    connect_timeout: float
+    bloom_capacity: int
+    bloom_error_rate: float
+    bloom_growth: int
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> AlertsConfig:
+        s = settings
+        return cls(
+            limits=thresholds(s),
+            interval=config.get_float(s, "ALERT_INTERVAL", minimum=0, exclusive_min=True),
+            ttl=config.get_float(s, "ALERT_TTL", minimum=1),
+            webhook=config.get_str(s, "ALERT_WEBHOOK_URL"),
+            webhook_timeout=config.get_float(s, "ALERT_WEBHOOK_TIMEOUT", minimum=0,
+                                             exclusive_min=True),
+            stale_after=stale_after(s), redis_url=config.get_str(s, "REDIS_URL"),
+            redis_params=config.get_dict(s, "REDIS_PARAMS"),
+            connect_timeout=config.get_float(s, "CONNECT_TIMEOUT", minimum=0.1),
+            bloom_capacity=config.get_int(s, "BLOOM_CAPACITY", minimum=1),
+            bloom_error_rate=config.get_float(s, "BLOOM_ERROR_RATE", minimum=0,
+                                              exclusive_min=True),
+            bloom_growth=config.get_int(s, "BLOOM_GROWTH", minimum=1),
+        )
+
+
 def post_json(url: str, payload: dict[str, Any], timeout: float) -> None:
     """POST *payload* as JSON; log, never raise (runs in a daemon thread)."""
     body = json.dumps(payload).encode()
@@ -84,16 +122,15 @@ def post_json(url: str, payload: dict[str, Any], timeout: float) -> None:
 class AlertsExtension:
     """``EXTENSIONS = {"crawler.extensions.alerts.AlertsExtension": 510}``."""
 
-    def __init__(self, crawler: Crawler, limits: Thresholds, *, interval: float, ttl: float,
-                 webhook: str, webhook_timeout: float, stale_after: float = 7.0) -> None:
-        self.crawler = crawler
-        self.limits = limits
-        self.interval = interval
-        self.ttl = ttl
-        self.webhook = webhook
-        self.webhook_timeout = webhook_timeout
+    def __init__(self, crawler: Crawler, cfg: AlertsConfig) -> None:
+        self.crawler, self.cfg = crawler, cfg
+        self.limits = cfg.limits
+        self.interval = cfg.interval
+        self.ttl = cfg.ttl
+        self.webhook = cfg.webhook
+        self.webhook_timeout = cfg.webhook_timeout
         self.worker = worker_id()
-        self.stale_after = stale_after  # heartbeats summed for the lag: the live workers'
+        self.stale_after = cfg.stale_after  # heartbeats summed for the lag: the live workers'
         self.lag = LagTracker()
         self.clock = crawlstate.HeartbeatClock()
         self.active: dict[str, tuple[Alert, float]] = {}  # name -> (alert, since)
@@ -108,14 +145,7 @@ class AlertsExtension:
         settings = crawler.settings
         if not config.get_bool(settings, "ALERTS_ENABLED"):
             raise NotConfigured("ALERTS_ENABLED is off")
-        ext = cls(crawler, thresholds(settings),
-                  interval=config.get_float(settings, "ALERT_INTERVAL", minimum=0,
-                                            exclusive_min=True),
-                  ttl=config.get_float(settings, "ALERT_TTL", minimum=1),
-                  webhook=config.get_str(settings, "ALERT_WEBHOOK_URL"),
-                  webhook_timeout=config.get_float(settings, "ALERT_WEBHOOK_TIMEOUT",
-                                                   minimum=0, exclusive_min=True),
-                  stale_after=stale_after(settings))
+        ext = cls(crawler, AlertsConfig.from_settings(settings))
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext
@@ -126,24 +156,19 @@ class AlertsExtension:
 
     def open(self, spider_name: str) -> None:
         """Resolve the crawl id, set every alert stat to 0, connect to Redis if configured."""
-        settings = self.crawler.settings
-        self.crawl_id = config.crawl_id(settings, spider_name)
+        self.crawl_id = config.crawl_id(self.crawler.settings, spider_name)
         self.key = f"{{{self.crawl_id}}}:alerts"
         assert self.crawler.stats is not None
         for name in RULES:
             self.crawler.stats.set_value(STAT_PREFIX + name, 0)
-        url = config.get_str(settings, "REDIS_URL")
-        if not url:
+        cfg = self.cfg
+        if not cfg.redis_url:
             return
-        self.redis = connection.redis_client(
-            url, config.get_dict(settings, "REDIS_PARAMS"),
-            connect_timeout=config.get_float(settings, "CONNECT_TIMEOUT", minimum=0.1))
+        self.redis = connection.redis_client(cfg.redis_url, cfg.redis_params,
+                                             connect_timeout=cfg.connect_timeout)
         self.bloom = RedisBloom(
-            self.redis, f"{{{self.crawl_id}}}:bloom",
-            capacity=config.get_int(settings, "BLOOM_CAPACITY", minimum=1),
-            error_rate=config.get_float(settings, "BLOOM_ERROR_RATE", minimum=0,
-                                        exclusive_min=True),
-            growth=config.get_int(settings, "BLOOM_GROWTH", minimum=1))
+            self.redis, f"{{{self.crawl_id}}}:bloom", capacity=cfg.bloom_capacity,
+            error_rate=cfg.bloom_error_rate, growth=cfg.bloom_growth)
 
     async def _loop(self) -> None:
         while True:

@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -172,6 +173,21 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """``METRICS_HOST`` and ``METRICS_PORT``, validated (the switch is ``METRICS_ENABLED``)."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> MetricsConfig:
+        port = config.get_int(settings, "METRICS_PORT", minimum=0)
+        if port > 65535:
+            raise config.SettingError("METRICS_PORT", f"expected a port <= 65535, got {port}")
+        return cls(host=config.get_str(settings, "METRICS_HOST"), port=port)
+
+
 class MetricsExporter:
     """``EXTENSIONS = {"crawler.extensions.metrics.MetricsExporter": 0}``."""
 
@@ -192,10 +208,8 @@ class MetricsExporter:
         settings = crawler.settings
         if not config.get_bool(settings, "METRICS_ENABLED"):
             raise NotConfigured("METRICS_ENABLED is off")
-        port = config.get_int(settings, "METRICS_PORT", minimum=0)
-        if port > 65535:
-            raise config.SettingError("METRICS_PORT", f"expected a port <= 65535, got {port}")
-        exporter = cls(crawler, host=config.get_str(settings, "METRICS_HOST"), port=port)
+        cfg = MetricsConfig.from_settings(settings)
+        exporter = cls(crawler, host=cfg.host, port=cfg.port)
         crawler.signals.connect(exporter.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(exporter.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(exporter.response_received, signal=signals.response_received)
