@@ -16,14 +16,16 @@ of 429s from requests sent at the old rate counts once. After *recover_after*
 consecutive successes the rate grows by *step* times the configured rate, up to the
 configured rate; any slow-down signal resets the count.
 
-The ``LUA_*`` scripts do the same in Redis, atomically, for the whole cluster, with
-Redis's clock (``TIME``); :class:`LocalBuckets` does it in memory for one process.
+The ``LUA_*`` scripts (the files ``lua/*.lua``) do the same in Redis, atomically, for the
+whole cluster, with Redis's clock (``TIME``); :class:`LocalBuckets` does it in memory for
+one process.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from importlib.resources import files
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,117 +189,31 @@ class LocalBuckets:
 
 
 # --- Redis ---------------------------------------------------------------------------
+# The scripts are the files lua/*.lua beside this module (package data): common.lua, then
+# the script's own file.
 # KEYS[1] the host's hash {<CRAWL_ID>}:ratelimit:<host> (fields tokens, at, rate, ok, dec),
 # KEYS[2] the live overrides {<CRAWL_ID>}:ratelimit:overrides (host -> JSON).
 # ARGV[1] "now" in seconds ("" = Redis TIME; tests pass one), ARGV[2] host,
 # ARGV[3] rate, ARGV[4] burst (from the settings), ARGV[5] seconds the state outlives a
 # full bucket; then the script's own arguments. Numbers go back as strings: Redis turns a
 # Lua number into an integer reply.
-LUA_COMMON = """
-local function num(x) return string.format('%.17g', x) end
-local function clock()
-  if ARGV[1] ~= '' then return tonumber(ARGV[1]) end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
-local function positive(x) return x and x == x and x > 0 and x < math.huge end
--- the configured limit: the settings', then the live override; bad = 1 if it is malformed
-local function limit()
-  local rate, burst, bad = tonumber(ARGV[3]), tonumber(ARGV[4]), 0
-  local raw = redis.call('HGET', KEYS[2], ARGV[2])
-  if not raw then return rate, burst, bad end
-  local ok, o = pcall(cjson.decode, raw)
-  if not ok or type(o) ~= 'table' then return rate, burst, 1 end
-  if o['rate'] ~= nil then
-    local r = tonumber(o['rate'])
-    if positive(r) then rate = r else bad = 1 end
-  end
-  if o['burst'] ~= nil then
-    local b = tonumber(o['burst'])
-    if positive(b) and b >= 1 then burst = b else bad = 1 end
-  end
-  return rate, burst, bad
-end
--- the lowered rate stored in the hash (*stored*: its "rate" field), if below *rate*
-local function lowered(rate, stored)
-  if stored == nil then stored = redis.call('HGET', KEYS[1], 'rate') end
-  local r = tonumber(stored)
-  if r and r < rate then return r end
-  return nil
-end
--- keep the hash until its bucket is full again, plus ARGV[5] seconds of adaptive memory
-local function keep(now, at, tokens, rate, burst)
-  local secs = math.max(at - now, 0) + (burst - math.min(tokens, burst)) / rate
-  redis.call('PEXPIRE', KEYS[1], math.ceil((secs + tonumber(ARGV[5])) * 1000))
-end
-local function keep_current(now, rate, burst)
-  local b = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-  keep(now, tonumber(b[2]) or now, tonumber(b[1]) or burst, rate, burst)
-end
-"""
+
+
+def _script(name: str) -> str:
+    """The Lua file *name* of ``lua/``, after a blank line (the scripts' layout)."""
+    return "\n" + files("crawler.politeness").joinpath("lua", name).read_text(encoding="utf-8")
+
+
+LUA_COMMON = _script("common.lua")
 
 #: ARGV[6] max wait. Returns {reserved 0/1, wait, effective rate, configured rate,
 #: now, bad override 0/1}.
-LUA_RESERVE = LUA_COMMON + """
-local now = clock()
-local rate, burst, bad = limit()
-local b = redis.call('HMGET', KEYS[1], 'tokens', 'at', 'rate')
-local eff = lowered(rate, b[3]) or rate
-local tokens, at = burst, now
-if b[1] then tokens, at = tonumber(b[1]), tonumber(b[2]) end
-local start = math.max(now, at)
-tokens = math.min(burst, tokens + (start - at) * eff)
-local slot, left = start, tokens - 1
-if tokens < 1 then slot, left = start + (1 - tokens) / eff, 0 end
-local wait = slot - now
-if wait > tonumber(ARGV[6]) then
-  return {0, num(wait), num(eff), num(rate), num(now), bad}
-end
-redis.call('HSET', KEYS[1], 'tokens', num(left), 'at', num(slot))
-keep(now, slot, left, eff, burst)
-return {1, num(wait), num(eff), num(rate), num(now), bad}
-"""
+LUA_RESERVE = LUA_COMMON + _script("reserve.lua")
 
 #: ARGV[6] factor, ARGV[7] min rate, ARGV[8] when the request's token was taken (Redis
 #: clock). Returns {decreased 0/1, effective rate}.
-LUA_DECREASE = LUA_COMMON + """
-local now = clock()
-local rate, burst = limit()
-local cur = lowered(rate) or rate
-local dec = tonumber(redis.call('HGET', KEYS[1], 'dec'))
-if dec and tonumber(ARGV[8]) < dec then
-  redis.call('HSET', KEYS[1], 'ok', 0)
-  keep_current(now, cur, burst)
-  return {0, num(cur)}
-end
-local new = math.max(math.min(tonumber(ARGV[7]), rate), cur * tonumber(ARGV[6]))
-redis.call('HSET', KEYS[1], 'rate', num(new), 'ok', 0, 'dec', num(now))
-keep_current(now, new, burst)
-if new < cur then return {1, num(new)} end
-return {0, num(new)}
-"""
+LUA_DECREASE = LUA_COMMON + _script("decrease.lua")
 
 #: ARGV[6] successes needed, ARGV[7] step (fraction of the configured rate).
 #: Returns {recovered 0/1, effective rate}.
-LUA_RECOVER = LUA_COMMON + """
-local now = clock()
-local rate, burst = limit()
-local cur = lowered(rate)
-if not cur then
-  if redis.call('HEXISTS', KEYS[1], 'rate') == 1 then redis.call('HDEL', KEYS[1], 'rate', 'ok') end
-  return {0, num(rate)}
-end
-if redis.call('HINCRBY', KEYS[1], 'ok', 1) < tonumber(ARGV[6]) then
-  keep_current(now, cur, burst)
-  return {0, num(cur)}
-end
-local new = cur + tonumber(ARGV[7]) * rate
-if new >= rate then
-  redis.call('HDEL', KEYS[1], 'rate', 'ok')
-  new = rate
-else
-  redis.call('HSET', KEYS[1], 'rate', num(new), 'ok', 0)
-end
-if redis.call('EXISTS', KEYS[1]) == 1 then keep_current(now, new, burst) end
-return {1, num(new)}
-"""
+LUA_RECOVER = LUA_COMMON + _script("recover.lua")
