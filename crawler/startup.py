@@ -46,11 +46,6 @@ class SpiderArgumentError(ValueError):
 #: the errors that are a user's mistake: one line, no traceback
 MISTAKES: tuple[type[Exception], ...] = (SettingError, SpiderArgumentError, ServiceUnavailable)
 
-_HINTS = {
-    ServiceUnavailable: "start it, or point {setting} at a running one",
-}
-
-
 def mistake_in(exc: BaseException) -> Exception | None:
     """The user's mistake that *exc* is, or that it was raised while handling, else None.
 
@@ -71,9 +66,8 @@ def mistake_in(exc: BaseException) -> Exception | None:
 def one_line(mistake: Exception) -> str:
     """The line that tells *mistake*: what is wrong, naming the setting or argument."""
     text = " ".join(str(mistake).split())
-    hint = next((h for kind, h in _HINTS.items() if isinstance(mistake, kind)), "")
-    if hint:
-        text = text.rstrip(".") + "; " + hint.format(setting=getattr(mistake, "setting", "the setting"))
+    if isinstance(mistake, ServiceUnavailable):
+        text = f"{text.rstrip('.')}; start it, or point {mistake.setting} at a running one"
     return f"Cannot start the crawl: {text}"
 
 
