@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from crawler import startup
+from crawler.config.readers import SettingError
 from crawler.connections.clients import CLIENT_LOGGERS, quiet_client_logs
 from crawler.localstack.services import free_port
 
@@ -106,3 +108,23 @@ def test_client_logs_show_again_after_the_check() -> None:
         raise RuntimeError("the check failed")
     assert kafka.isEnabledFor(logging.ERROR)
     assert all(logging.getLogger(name).level == logging.NOTSET for name in CLIENT_LOGGERS)
+
+
+def test_scrapyd_job_tells_the_mistake_in_one_line() -> None:
+    """scrapyd runs ``python -m scrapyd.runner crawl ...``: the project's crawl command."""
+    clean = {k: v for k, v in os.environ.items() if k not in SERVICE_VARS}
+    env = {**clean, "SCRAPY_PROJECT": "crawler", "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
+    proc = subprocess.run([sys.executable, "-m", "scrapyd.runner", "crawl", "site",
+                           "-a", "_job=startup-errors"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=90)
+    line = the_one_error(proc.returncode, proc.stdout + proc.stderr)
+    assert "Spider argument start_urls: missing" in line, line
+
+
+def test_a_second_error_does_not_hide_the_first() -> None:
+    """Scrapy's ``Engine slot not assigned``, raised while closing, hides no SettingError."""
+    second = RuntimeError("Engine slot not assigned")
+    second.__context__ = SettingError("KAFKA_PARTITIONS", "expected an integer, got 'abc'")
+    mistake = startup.mistake_in(second)
+    assert isinstance(mistake, SettingError) and mistake.setting == "KAFKA_PARTITIONS"
+    assert startup.mistake_in(RuntimeError("a bug")) is None
