@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from scrapy.commands.crawl import Command as ScrapyCrawl
+from scrapy.exceptions import UsageError
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
@@ -29,21 +30,28 @@ class Command(ScrapyCrawl):
             super().run(args, opts)  # Scrapy's usage errors
             return
         assert self.crawler_process is not None
-        crawler = self._create_crawler(args[0])
+        try:
+            crawler = self._create_crawler(args[0])
+        except KeyError as exc:  # the spider loader's "Spider not found: NAME"
+            raise UsageError(f"{exc.args[0]} ('scrapy list' lists the project's spiders)",
+                             print_help=False) from None
         assert crawler.spidercls is not None
         try:
             startup.preflight(crawler.settings, crawler.spidercls.name)
         except startup.MISTAKES as exc:
             self._tell(exc)
             return
-        crawling = self.crawler_process.crawl(crawler, **opts.spargs)
+        self._watch(self.crawler_process.crawl(crawler, **opts.spargs))
+        self.crawler_process.start()
+        if self.crawler_process.bootstrap_failed:
+            self.exitcode = 1
+
+    def _watch(self, crawling: Any) -> None:
+        """Tell a mistake that ends *crawling*: an asyncio task or a Twisted Deferred."""
         if isinstance(crawling, asyncio.Future):
             crawling.add_done_callback(self._task_done)
         elif isinstance(crawling, Deferred):
             crawling.addErrback(self._crawl_failed)
-        self.crawler_process.start()
-        if self.crawler_process.bootstrap_failed:
-            self.exitcode = 1
 
     def _tell(self, mistake: Exception) -> None:
         logger.error("%s", startup.one_line(mistake))

@@ -128,3 +128,12 @@ def test_a_second_error_does_not_hide_the_first() -> None:
     mistake = startup.mistake_in(second)
     assert isinstance(mistake, SettingError) and mistake.setting == "KAFKA_PARTITIONS"
     assert startup.mistake_in(RuntimeError("a bug")) is None
+
+
+def test_unknown_spider() -> None:
+    """Not a log line but a usage error (exit code 2), as for any wrong command line."""
+    proc = subprocess.run([str(SCRAPY), "crawl", "nosuch"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "error: Spider not found: nosuch ('scrapy list' lists" in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
