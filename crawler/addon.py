@@ -24,6 +24,23 @@ logger = logging.getLogger(__name__)
 PRIORITY = "addon"
 
 
+def distributed(settings: BaseSettings) -> bool:
+    """Whether *settings* ask for distributed mode (all of ``SERVICE_SETTINGS`` set).
+
+    Raises :class:`SettingError` for a partial configuration, naming what is missing.
+    """
+    services = config.configured_services(settings)
+    if services and len(services) < len(config.SERVICE_SETTINGS):
+        missing = [s for s in config.SERVICE_SETTINGS if s not in services]
+        raise SettingError(
+            missing[0],
+            f"distributed mode needs all of {', '.join(config.SERVICE_SETTINGS)} "
+            f"(single-node mode none of them); {', '.join(services)} set but "
+            f"{', '.join(missing)} missing",
+        )
+    return bool(services)
+
+
 class DistributedAddon:
     """``ADDONS = {"crawler.addon.DistributedAddon": 0}``."""
 
@@ -39,18 +56,10 @@ class DistributedAddon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         self.register_defaults(settings)
-        services = config.configured_services(settings)
-        if not services:
-            self._single_node(settings)
-        elif len(services) < len(config.SERVICE_SETTINGS):
-            missing = [s for s in config.SERVICE_SETTINGS if s not in services]
-            raise SettingError(
-                missing[0],
-                f"distributed mode needs {', '.join(config.SERVICE_SETTINGS)}; "
-                f"{', '.join(services)} set but {', '.join(missing)} missing",
-            )
-        else:
+        if distributed(settings):
             self._distributed(settings)
+        else:
+            self._single_node(settings)
 
     def _single_node(self, settings: BaseSettings) -> None:
         crawl = config.get_str(settings, "CRAWL_ID") or "%(name)s"

@@ -6,7 +6,9 @@ and raise :class:`ServiceUnavailable` naming the setting and the address.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -91,7 +93,9 @@ async def check_mongo(client: AsyncMongoClient[dict[str, Any]], uri: str) -> Non
     try:
         await client.admin.command("ping")
     except Exception as exc:
-        raise ServiceUnavailable("MONGO_URI", uri, exc) from exc
+        # pymongo appends its whole topology description: the first part says it all
+        raise ServiceUnavailable("MONGO_URI", uri, str(exc).split(", Topology Description:")[0]
+                                 ) from exc
 
 
 def kafka_common(bootstrap: str, connect_timeout: float) -> dict[str, Any]:
@@ -111,6 +115,43 @@ def request_timeout_ms(connect_timeout: float) -> int:
 
 def _kafka_unavailable(bootstrap: str, exc: BaseException) -> ServiceUnavailable:
     return ServiceUnavailable("KAFKA_BOOTSTRAP_SERVERS", bootstrap, exc)
+
+
+def check_kafka(bootstrap: str, *, connect_timeout: float) -> None:
+    """Raise :class:`ServiceUnavailable` unless a broker of *bootstrap* answers.
+
+    Blocking: call it from a thread.
+    """
+    from kafka import KafkaAdminClient
+
+    try:
+        admin = KafkaAdminClient(**kafka_common(bootstrap, connect_timeout))
+    except Exception as exc:
+        raise _kafka_unavailable(bootstrap, exc) from exc
+    admin.close()
+
+
+#: the loggers of the client libraries, which log every failed connection attempt
+CLIENT_LOGGERS = ("kafka", "pymongo", "redis")
+
+
+@contextlib.contextmanager
+def quiet_client_logs() -> Iterator[None]:
+    """Silence the client libraries' connection chatter while a start-up check runs.
+
+    A check that fails says so in one :class:`ServiceUnavailable`; kafka-python alone
+    would log an ERROR line per reconnect attempt. The levels are restored afterwards,
+    so that a real error later in the crawl still shows.
+    """
+    loggers = [logging.getLogger(name) for name in CLIENT_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
 
 
 def ensure_topics(

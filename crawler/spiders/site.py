@@ -11,6 +11,8 @@ from scrapy import Request, Spider
 from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
 
+from crawler.startup import SpiderArgumentError
+
 
 def _split(value: str | list[str] | None) -> list[str]:
     if value is None:
@@ -18,6 +20,19 @@ def _split(value: str | list[str] | None) -> list[str]:
     if isinstance(value, str):
         value = value.split(",")
     return [v.strip() for v in value if v.strip()]
+
+
+def _host(url: str) -> str:
+    """The host of start URL *url*; :class:`SpiderArgumentError` unless it is absolute."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # an unparsable URL, e.g. an unclosed IPv6 bracket
+        host = None
+    if not (host and parts.scheme):
+        raise SpiderArgumentError(
+            "start_urls", f"{url!r} is not an absolute URL (like https://example.com/)")
+    return host
 
 
 class SiteSpider(Spider):
@@ -33,9 +48,10 @@ class SiteSpider(Spider):
         super().__init__(**kwargs)
         self.start_urls = _split(start_urls)
         if not self.start_urls:
-            raise ValueError("the site spider needs -a start_urls=URL[,URL...]")
-        hosts = [urlsplit(u).hostname or "" for u in self.start_urls]
-        domains = _split(allowed_domains) or sorted({h for h in hosts if h})
+            raise SpiderArgumentError(
+                "start_urls", "missing; the site spider needs -a start_urls=URL[,URL...]")
+        hosts = [_host(u) for u in self.start_urls]
+        domains = _split(allowed_domains) or sorted(set(hosts))
         self.allowed_domains = [d.lower().lstrip(".") for d in domains]
         self.link_extractor = LinkExtractor()
 

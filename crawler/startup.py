@@ -1,0 +1,128 @@
+"""A user's mistake at start-up, told in one line (``scrapy crawl``, scrapyd jobs).
+
+The mistakes are a missing or partial configuration and a malformed setting
+(:class:`~crawler.config.readers.SettingError`), a missing spider argument
+(:class:`SpiderArgumentError`) and a service that cannot be reached
+(:class:`~crawler.connections.clients.ServiceUnavailable`).
+
+:func:`preflight` checks the settings and the services *before* Scrapy opens the
+engine. Scrapy 2.13+ does not close an engine cleanly whose scheduler failed to build
+or open: ``RuntimeError: Engine slot not assigned`` (the scheduler's ``from_crawler``
+raised), ``Scraper slot not assigned`` and an ``AssertionError`` of ``CoreStats``
+(its ``open`` raised) would follow, and hide, the real error. A mistake found by the
+preflight ends the command before any of that starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from pymongo.errors import PyMongoError
+from scrapy.settings import BaseSettings
+
+from crawler.addon import distributed
+from crawler.config import readers as config
+from crawler.config.readers import SettingError
+from crawler.connections import clients as connection
+from crawler.connections.clients import ServiceUnavailable
+from crawler.frontier import crawllife
+from crawler.frontier.config import FrontierConfig
+
+logger = logging.getLogger(__name__)
+
+
+class SpiderArgumentError(ValueError):
+    """A spider argument (``-a NAME=VALUE``) is missing or has a value the spider cannot use."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"Spider argument {name}: {problem}")
+        self.argument = name
+
+
+#: the errors that are a user's mistake: one line, no traceback
+MISTAKES: tuple[type[Exception], ...] = (SettingError, SpiderArgumentError, ServiceUnavailable)
+
+def mistake_in(exc: BaseException) -> Exception | None:
+    """The user's mistake that *exc* is, or that it was raised while handling, else None.
+
+    Scrapy may raise a second error while cleaning up after the first: the first
+    one is the mistake to tell.
+    """
+    seen: set[int] = set()
+    found: Exception | None = None
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, MISTAKES):
+            found = current
+        current = current.__context__
+    return found
+
+
+def one_line(mistake: Exception) -> str:
+    """The line that tells *mistake*: what is wrong, naming the setting or argument."""
+    text = " ".join(str(mistake).split())
+    if isinstance(mistake, ServiceUnavailable):
+        text = f"{text.rstrip('.')}; start it, or point {mistake.setting} at a running one"
+    return f"Cannot start the crawl: {text}"
+
+
+def preflight(settings: BaseSettings, spider_name: str) -> None:
+    """Check the settings and reach every service of distributed mode.
+
+    Blocking (a few seconds at most, ``CONNECT_TIMEOUT``): call it before the reactor
+    runs. Raises one of :data:`MISTAKES`; does nothing in single-node mode.
+    """
+    if not distributed(settings):
+        return
+    cfg = FrontierConfig.from_settings(settings, spider_name)  # what the scheduler reads
+    crawllife.state_ttl(settings)
+    mongo_uri = config.get_str(settings, "MONGO_URI")
+    with connection.quiet_client_logs():
+        _run_in_thread(_reach_services(cfg, mongo_uri))
+
+
+async def _reach_services(cfg: FrontierConfig, mongo_uri: str) -> None:
+    """Reach Redis, MongoDB and Kafka at once; raise the first failure in settings order."""
+    results = await asyncio.gather(
+        asyncio.to_thread(connection.check_kafka, cfg.bootstrap,
+                          connect_timeout=cfg.connect_timeout),
+        _reach_redis(cfg), _reach_mongo(mongo_uri, cfg.connect_timeout),
+        return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def _reach_redis(cfg: FrontierConfig) -> None:
+    try:
+        client = connection.redis_client(cfg.redis_url, cfg.redis_params,
+                                         connect_timeout=cfg.connect_timeout)
+    except (TypeError, ValueError) as exc:
+        raise SettingError("REDIS_URL", f"not a usable Redis URL ({exc})") from exc
+    try:
+        await connection.check_redis(client, cfg.redis_url)
+    finally:
+        await client.aclose()
+
+
+async def _reach_mongo(uri: str, connect_timeout: float) -> None:
+    try:
+        client = connection.mongo_client(uri, connect_timeout=connect_timeout)
+    except PyMongoError as exc:  # InvalidURI, ConfigurationError
+        raise SettingError("MONGO_URI", f"not a usable MongoDB URI ({exc})") from exc
+    try:
+        await connection.check_mongo(client, uri)
+    finally:
+        await client.close()
+
+
+def _run_in_thread(coro: Coroutine[Any, Any, None]) -> None:
+    """Run *coro* on an event loop of its own, in a thread: the reactor's loop is not
+    running yet, and must not be run or replaced here."""
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="preflight") as pool:
+        pool.submit(asyncio.run, coro).result()
