@@ -3,9 +3,9 @@
 :class:`MemoryTransport` implements :mod:`crawler.frontier.transport` over a
 :class:`MemoryLog` (topics of partitions, one consumer group's committed offsets). Nothing
 runs in a thread: the caller plays the broker and the group coordinator, and decides when
-records are fetched (:meth:`MemoryConsumer.poll`), when sends are acknowledged
-(:meth:`MemoryProducer.acknowledge`) and when partitions move (:meth:`MemoryConsumer.assign`,
-:meth:`MemoryConsumer.lose`). Commits follow the same rule as the Kafka consumer's: up to
+records are fetched (:meth:`MemoryConsumer.poll`) and committed (:meth:`MemoryConsumer.tick`),
+when sends are acknowledged (:meth:`MemoryProducer.acknowledge`) and when partitions move
+(:meth:`MemoryConsumer.assign`, :meth:`MemoryConsumer.lose`). Commits follow the same rule as the Kafka consumer's: up to
 the first record still unfinished (:class:`~crawler.frontier.leases.OffsetTracker`), and
 an acknowledgement of an older epoch counts for nothing. Tests drive leases,
 acknowledgements, rebalances and completion with it; the real-broker tests are the proof.
@@ -172,6 +172,12 @@ class MemoryConsumer:
             target = self.tracker.committable(tp)
             if target is not None:
                 self.log.committed[tp] = target
+
+    def tick(self) -> None:
+        """What the Kafka consumer does every ``KAFKA_COMMIT_INTERVAL``: commit, then
+        refresh the snapshot the heartbeat reads."""
+        self.commit()
+        self.update_snapshot()
 
     def update_snapshot(self) -> None:
         lag = {f"{t}:{p}": self.log.high((t, p)) - self.log.committed.get((t, p), 0)
