@@ -5,9 +5,10 @@
 runs in a thread: the caller plays the broker and the group coordinator, and decides when
 records are fetched (:meth:`MemoryConsumer.poll`) and committed (:meth:`MemoryConsumer.tick`),
 when sends are acknowledged (:meth:`MemoryProducer.acknowledge`) and when partitions move
-(:meth:`MemoryConsumer.assign`, :meth:`MemoryConsumer.lose`). Commits follow the same rule as the Kafka consumer's: up to
-the first record still unfinished (:class:`~crawler.frontier.leases.OffsetTracker`), and
-an acknowledgement of an older epoch counts for nothing. Tests drive leases,
+(:meth:`MemoryConsumer.assign`, :meth:`MemoryConsumer.lose`). Commits follow the Kafka
+consumer's rule: up to the first record still unfinished
+(:class:`~crawler.frontier.leases.OffsetTracker`), and an acknowledgement of an older epoch
+counts for nothing. Tests drive leases,
 acknowledgements, rebalances and completion with it; the real-broker tests are the proof.
 """
 
