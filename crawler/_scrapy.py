@@ -1,31 +1,61 @@
-"""The one place that reaches into Scrapy's engine.
+"""Every use of Scrapy's private or unstable API, in one place. Supported: Scrapy 2.13 to 2.19.
 
-A lease ends when the engine lets go of its request. Scrapy signals no such
-event, but every request the engine takes from the scheduler leaves through its
-slot's ``remove_request`` once it is fully handled: the callback ran and its
-items left the pipelines, or the download failed, was ignored or was replaced
-by a redirect. This wraps that method. Supported: Scrapy 2.13 to 2.19.
+``tests/unit/test_scrapy_contract.py`` checks, against the installed Scrapy, each
+attribute and signature relied on here, and names what changed if a release breaks one.
+
+- A lease ends when the engine lets go of its request. Scrapy signals no such event, but
+  every request the engine takes from the scheduler leaves through its slot's
+  ``remove_request`` (``ExecutionEngine._slot``) once it is fully handled: the callback ran
+  and its items left the pipelines, or the download failed, was ignored or was replaced by
+  a redirect. :func:`on_request_left` wraps that method; the slot's ``nextcall`` wakes
+  the engine up when the scheduler has something new.
+- The engine (``crawler.engine``, :mod:`scrapy.core.engine`) is paused, resumed and
+  closed by the frontier's worker lifecycle and by middlewares that give up.
+- ``request.meta["_auth_proxy"]``: where ``HttpProxyMiddleware`` remembers whose proxy
+  credentials a request carries; it never leaves the process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from scrapy import Request
+from scrapy.core.downloader.handlers.http11 import TunnelError
+from scrapy.core.scheduler import BaseScheduler
 from scrapy.crawler import Crawler
+from scrapy.utils.defer import deferred_from_coro
+from twisted.internet.defer import Deferred
+
+__all__ = ["AUTH_PROXY_META", "BaseScheduler", "EngineHook", "TunnelError", "as_deferred",
+           "close_spider", "engine_paused", "engine_running", "on_request_left",
+           "pause_engine", "unpause_engine"]
+
+#: meta key of ``HttpProxyMiddleware``: the proxy URL whose credentials the request carries
+AUTH_PROXY_META = "_auth_proxy"
+SUPPORTED = "Scrapy 2.13-2.19"
 
 
-def on_request_left(crawler: Crawler, callback: Callable[[Request], None]) -> Any:
-    """Call *callback(request)* whenever the engine lets go of a request.
+class EngineHook:
+    """The engine slot the frontier hooked into."""
 
-    Returns the engine slot, whose ``nextcall.schedule()`` wakes the engine up.
-    """
+    def __init__(self, slot: Any) -> None:
+        self._slot = slot
+
+    def wake(self) -> None:
+        """Make the engine ask the scheduler for requests soon."""
+        self._slot.nextcall.schedule()
+
+
+def on_request_left(crawler: Crawler, callback: Callable[[Request], None]) -> EngineHook:
+    """Call *callback(request)* whenever the engine lets go of a request (after Scrapy's
+    own ``remove_request``). Call it from the scheduler's ``open``: the slot exists then."""
     slot = getattr(crawler.engine, "_slot", None)
     if slot is None or not callable(getattr(slot, "remove_request", None)) or not hasattr(
         slot, "nextcall"
     ):
-        raise RuntimeError("the Kafka frontier needs Scrapy 2.13-2.19 (engine slot not found)")
+        raise RuntimeError(f"the Kafka frontier needs {SUPPORTED} (engine slot not found)")
     original = slot.remove_request
 
     def remove_request(request: Request) -> None:
@@ -33,4 +63,42 @@ def on_request_left(crawler: Crawler, callback: Callable[[Request], None]) -> An
         callback(request)
 
     slot.remove_request = remove_request
-    return slot
+    return EngineHook(slot)
+
+
+def as_deferred(coro: Coroutine[Any, Any, None]) -> Deferred[None]:
+    """A Deferred of *coro*, for the scheduler's ``open`` and ``close``."""
+    return deferred_from_coro(coro)
+
+
+def _engine(crawler: Crawler) -> Any:
+    engine = crawler.engine
+    if engine is None:
+        raise RuntimeError("the crawler has no engine yet")
+    return engine
+
+
+def engine_paused(crawler: Crawler) -> bool:
+    return bool(_engine(crawler).paused)
+
+
+def pause_engine(crawler: Crawler) -> None:
+    _engine(crawler).pause()
+
+
+def unpause_engine(crawler: Crawler) -> None:
+    _engine(crawler).unpause()
+
+
+def engine_running(crawler: Crawler) -> bool:
+    """Whether the engine runs (True before there is one: nothing is stopping)."""
+    try:
+        return bool(_engine(crawler).running)
+    except RuntimeError:
+        return True
+
+
+def close_spider(crawler: Crawler, reason: str) -> asyncio.Future[None]:
+    """Close the spider with *reason* (unpause a paused engine first: it would never finish
+    closing). Keep the future: it is the closing task."""
+    return asyncio.ensure_future(_engine(crawler).close_spider_async(reason=reason))

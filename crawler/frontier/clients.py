@@ -1,27 +1,34 @@
-"""The Kafka clients of one worker's frontier, built (blocking) off the reactor thread."""
+"""The Kafka transport of one worker's frontier, its clients built (blocking) off the reactor
+thread: a :class:`~crawler.frontier.producer.Sender` and a
+:class:`~crawler.frontier.consumer.ConsumerLoop` (see :mod:`crawler.frontier.transport`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from crawler.connections import clients as connection
 from crawler.frontier.config import FrontierConfig
-from crawler.frontier.consumer import ConsumerLoop, Record
+from crawler.frontier.consumer import ConsumerLoop
 from crawler.frontier.producer import Sender
+from crawler.frontier.transport import Channels, Deliver
 
 
-@dataclass(frozen=True)
-class KafkaClients:
-    sender: Sender
-    consumer: ConsumerLoop
-    partitions: tuple[int, int]  # of the requests topic and of the seeds topic
-    all_partitions: set[str]  # "<topic>:<partition>" of both
+class KafkaTransport:
+    """:class:`~crawler.frontier.transport.Transport` over Kafka, from the frontier's config."""
+
+    def __init__(self, config: FrontierConfig) -> None:
+        self.config = config
+
+    def connect(self, worker: str, deliver: Deliver, unacked: Callable[[], int]) -> Channels:
+        return connect(self.config, worker, deliver, unacked)
+
+    def call_later(self, delay: float, func: Callable[..., Any], *args: Any) -> Any:
+        return call_later(delay, func, *args)
 
 
-def connect(cfg: FrontierConfig, worker: str, deliver: Callable[[list[Record]], None],
-            unacked: Callable[[], int]) -> KafkaClients:
+def connect(cfg: FrontierConfig, worker: str, deliver: Deliver,
+            unacked: Callable[[], int]) -> Channels:
     """Create the crawl's topics if needed, then its producer and its consumer loop.
 
     Blocking: call it from a thread."""
@@ -43,8 +50,8 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Callable[[list[Record]], 
         consumer, list(topics), buffer_size=cfg.buffer_size,
         commit_interval=cfg.commit_interval, deliver=deliver,
         call_from_thread=reactor_call(), max_unacked=cfg.max_unacked, unacked=unacked)
-    return KafkaClients(sender, loop, (counts[topics[0]], counts[topics[1]]),
-                        {f"{t}:{p}" for t in topics for p in range(counts[t])})
+    return Channels(sender, loop, (counts[topics[0]], counts[topics[1]]),
+                    {f"{t}:{p}" for t in topics for p in range(counts[t])})
 
 
 def reactor_call() -> Any:

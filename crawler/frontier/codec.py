@@ -17,10 +17,12 @@ from urllib.parse import urlsplit
 from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
 
+from crawler._scrapy import AUTH_PROXY_META
+
 VERSION = 1
 #: meta keys that never leave the process (leases are local to a worker)
 LOCAL_META_KEYS = frozenset(
-    {"crawler_lease", "crawler_not_before", "download_slot", "_slot_proxy", "_auth_proxy",
+    {"crawler_lease", "crawler_not_before", "download_slot", "_slot_proxy", AUTH_PROXY_META,
      "download_latency", "proxy_pool_start"}
 )
 #: headers that may carry credentials of this worker's proxies: never sent to Kafka

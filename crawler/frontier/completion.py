@@ -18,7 +18,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+import redis.asyncio as aioredis
 
 from crawler.config import defaults
 from crawler.connections.retry import RedisRetry
@@ -38,16 +40,58 @@ class LocalState:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+class Heartbeats(Protocol):
+    """The crawl-wide state a worker's heartbeat loop reads and writes
+    (:class:`~crawler.frontier.crawlstate.CrawlState` in Redis)."""
+
+    crawl_id: str
+    retry: RedisRetry
+
+    async def beat(self, worker: str, *, idle: bool, assigned: list[str], lag: int | None,
+                   info: dict[str, Any]) -> float: ...
+    async def workers(self) -> list[WorkerState]: ...
+    async def control(self) -> str | None: ...
+
+
+class Ledger(Protocol):
+    """The crawl's finished record and the lifetime of its state."""
+
+    async def read_finished(self) -> Finished | None: ...
+    async def mark_finished(self, record: Finished) -> None: ...
+    async def keep_state(self) -> None: ...
+    async def expire_state(self, ttl: float) -> None: ...
+
+
+class RedisLedger:
+    """:class:`Ledger` of crawl *crawl* in Redis (:mod:`crawler.frontier.crawllife`)."""
+
+    def __init__(self, client: aioredis.Redis, crawl: str) -> None:
+        self.client, self.crawl = client, crawl
+
+    async def read_finished(self) -> Finished | None:
+        return await crawllife.read_finished(self.client, self.crawl)
+
+    async def mark_finished(self, record: Finished) -> None:
+        await crawllife.mark_finished(self.client, self.crawl, record)
+
+    async def keep_state(self) -> None:
+        await crawllife.keep_state(self.client, self.crawl)
+
+    async def expire_state(self, ttl: float) -> None:
+        await crawllife.expire_state(self.client, self.crawl, ttl)
+
+
 class Completion:
     """Runs the heartbeat loop and decides when this worker closes."""
 
     def __init__(
-        self, state: CrawlState, worker: str, *, partitions: set[str], idle_timeout: float,
+        self, state: Heartbeats, worker: str, *, partitions: set[str], idle_timeout: float,
         interval: float, local: Callable[[], LocalState], close: Callable[..., None],
         control: Callable[[str | None], None] | None = None,
-        state_ttl: float = defaults.CRAWL_STATE_TTL,
+        state_ttl: float = defaults.CRAWL_STATE_TTL, ledger: Ledger | None = None,
     ) -> None:
         self.state = state
+        self.ledger = ledger if ledger is not None else _redis_ledger(state)
         self.worker = worker
         self.partitions = partitions
         self.idle_timeout = idle_timeout
@@ -99,16 +143,16 @@ class Completion:
 
     async def _first_beat(self, now: float) -> None:
         """Say it once if the crawl had finished, and keep its state from expiring."""
-        finished = await crawllife.read_finished(self.state.client, self.state.crawl_id)
+        finished = await self.ledger.read_finished()
         if finished is not None and finished.closed <= now:
-            await crawllife.keep_state(self.state.client, self.state.crawl_id)
+            await self.ledger.keep_state()
             self.reused = finished
             logger.warning(crawllife.reuse_line(self.state.crawl_id, finished))
         self.started = now
 
     async def _follow(self, now: float) -> None:
         """Close if another worker closed the crawl after this one started."""
-        finished = await crawllife.read_finished(self.state.client, self.state.crawl_id)
+        finished = await self.ledger.read_finished()
         if finished is not None and self.started is not None and finished.closed > self.started:
             self._close(f"another worker closed the crawl ({finished.reason})",
                         reason=finished.reason)
@@ -123,6 +167,12 @@ class Completion:
         else:
             record = Finished(now, now)
             why = f"the crawl has been drained for {self.idle_timeout:.0f}s"
-        await crawllife.mark_finished(self.state.client, crawl, record)
-        await crawllife.expire_state(self.state.client, crawl, self.state_ttl)
+        await self.ledger.mark_finished(record)
+        await self.ledger.expire_state(self.state_ttl)
         self._close(why, reason=record.reason)
+
+
+def _redis_ledger(state: Heartbeats) -> Ledger:
+    if not isinstance(state, CrawlState):
+        raise TypeError("a Completion of a crawl state outside Redis needs its ledger")
+    return RedisLedger(state.client, state.crawl_id)

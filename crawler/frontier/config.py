@@ -1,4 +1,5 @@
-"""The Kafka frontier's settings, read and validated once at start-up."""
+"""The Kafka frontier's settings, read and validated once at start-up (the shared
+dupefilter's, ``BLOOM_*``, are :class:`crawler.dedup.dupefilter.BloomConfig`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from scrapy.utils.httpobj import urlparse_cached
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.connections.clients import request_timeout_ms
-from crawler.dedup.dupefilter import on_missing_setting
 from crawler.frontier import crawlstate
 
 PARTITION_BY = ("host", "domain", "url")
@@ -63,16 +63,12 @@ class FrontierConfig:
     lease_timeout: float
     idle_timeout: float
     heartbeat_interval: float
-    bloom_capacity: int
-    bloom_error_rate: float
-    bloom_growth: int
     local_capacity: int
     local_error_rate: float
     seed_claims: int = 16
     max_unacked: int = 2000
     redis_max_connections: int = 50
     close_timeout: float = 20.0
-    bloom_on_missing: str = "pause"
     delivery_timeout: float = 120.0
     partition_key: Callable[[Request], bytes] = field(init=False, repr=False, compare=False)
 
@@ -130,17 +126,12 @@ class FrontierConfig:
             lease_timeout=config.get_float(s, "KAFKA_LEASE_TIMEOUT", minimum=1),
             idle_timeout=config.get_float(s, "CRAWL_IDLE_TIMEOUT", minimum=0),
             heartbeat_interval=config.get_float(s, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1),
-            bloom_capacity=config.get_int(s, "BLOOM_CAPACITY", minimum=1),
-            bloom_error_rate=config.get_float(s, "BLOOM_ERROR_RATE", minimum=0, maximum=0.5,
-                                              exclusive_min=True),
-            bloom_growth=config.get_int(s, "BLOOM_GROWTH", minimum=1),
             local_capacity=config.get_int(s, "BLOOM_LOCAL_CAPACITY", minimum=1),
             local_error_rate=config.get_float(s, "BLOOM_LOCAL_ERROR_RATE", minimum=0, maximum=0.5,
                                               exclusive_min=True),
             seed_claims=config.get_int(s, "KAFKA_SEED_CLAIMS", minimum=1),
             max_unacked=config.get_int(s, "KAFKA_MAX_UNACKED", minimum=1),
             redis_max_connections=config.get_int(s, "REDIS_MAX_CONNECTIONS", minimum=2),
-            bloom_on_missing=on_missing_setting(s),
             delivery_timeout=config.get_float(s, "KAFKA_DELIVERY_TIMEOUT", minimum=1),
         )
         values.check()

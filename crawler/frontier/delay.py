@@ -17,18 +17,20 @@ from typing import Any
 
 from scrapy import Request
 from scrapy.crawler import Crawler
+from scrapy.utils.misc import load_object
 
 #: meta key: the request must not be downloaded before this time (``time.time()``)
 NOT_BEFORE_KEY = "crawler_not_before"
-_KAFKA_SCHEDULER = "crawler.frontier.scheduler.KafkaScheduler"
 
 
 def scheduler_delays(crawler: Crawler) -> bool:
-    """Whether the crawl's scheduler honours :data:`NOT_BEFORE_KEY`."""
+    """Whether the crawl's scheduler honours :data:`NOT_BEFORE_KEY`: its class (the
+    ``SCHEDULER`` setting) says so with a true ``supports_delays`` attribute."""
     scheduler = crawler.settings.get("SCHEDULER")
-    path = scheduler if isinstance(scheduler, str) else (
-        f"{scheduler.__module__}.{scheduler.__qualname__}" if scheduler else "")
-    return path == _KAFKA_SCHEDULER
+    if not scheduler:
+        return False
+    scheduler_cls = load_object(scheduler) if isinstance(scheduler, str) else scheduler
+    return bool(getattr(scheduler_cls, "supports_delays", False))
 
 
 def delayed(request: Request, delay: float, **replace: object) -> Request:
