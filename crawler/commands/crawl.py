@@ -2,7 +2,7 @@
 
 ``COMMANDS_MODULE = "crawler.commands"`` makes this command replace Scrapy's ``crawl``
 in the project, for scrapyd's jobs too (``scrapyd.runner`` runs ``scrapy crawl``).
-Before the reactor runs, :func:`crawler.startup.preflight` checks the settings and
+Before the reactor runs, :func:`crawler.config.preflight.preflight` checks the settings and
 reaches the services; a mistake found later (a spider argument, the add-on's check of
 the configuration) ends the crawl's task, and is told instead of its traceback.
 """
@@ -19,7 +19,7 @@ from scrapy.exceptions import UsageError
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from crawler import startup
+from crawler.config import preflight
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +37,8 @@ class Command(ScrapyCrawl):
                              print_help=False) from None
         assert crawler.spidercls is not None
         try:
-            startup.preflight(crawler.settings, crawler.spidercls.name)
-        except startup.MISTAKES as exc:
+            preflight.preflight(crawler.settings, crawler.spidercls.name)
+        except preflight.MISTAKES as exc:
             self._tell(exc)
             return
         self._watch(self.crawler_process.crawl(crawler, **opts.spargs))
@@ -54,7 +54,7 @@ class Command(ScrapyCrawl):
             crawling.addErrback(self._crawl_failed)
 
     def _tell(self, mistake: Exception) -> None:
-        logger.error("%s", startup.one_line(mistake))
+        logger.error("%s", preflight.one_line(mistake))
         self.exitcode = 1
 
     def _task_done(self, task: asyncio.Future[Any]) -> None:
@@ -65,14 +65,14 @@ class Command(ScrapyCrawl):
         """
         if task.cancelled() or (exc := task.exception()) is None:
             return
-        if (mistake := startup.mistake_in(exc)) is not None:
+        if (mistake := preflight.mistake_in(exc)) is not None:
             self._tell(mistake)
         else:
             logger.error("The crawl failed", exc_info=exc)
 
     def _crawl_failed(self, failure: Failure) -> Failure | None:
         """The crawl's Deferred (``CrawlerProcess``) failed: tell a mistake, pass the rest."""
-        mistake = startup.mistake_in(failure.value) if failure.value else None
+        mistake = preflight.mistake_in(failure.value) if failure.value else None
         if mistake is None:
             return failure
         self._tell(mistake)

@@ -44,6 +44,7 @@ CRAWL_HEARTBEAT_INTERVAL = 1.0  # seconds between worker heartbeats in Redis
 CRAWL_STATE_TTL = 604800.0  # seconds a finished crawl's Redis keys live (7 days); 0 = for ever
 
 # --- Redis Bloom dupefilter ---
+FRONTIER_DEDUP_CLASS = "crawler.dedup.RedisBloom"  # the Kafka frontier's shared dupefilter
 BLOOM_CAPACITY = 10_000_000  # fingerprints the first slice holds at BLOOM_ERROR_RATE
 BLOOM_ERROR_RATE = 0.001  # target false-positive rate of the whole filter
 BLOOM_GROWTH = 2  # each new slice holds this many times the previous one

@@ -16,8 +16,8 @@ over. By default (``BLOOM_ON_MISSING = "pause"``) :meth:`RedisBloom.check` and
 an outage: the worker stalls with one ERROR line until the filter is back.
 
 The Kafka frontier builds its backend from ``FRONTIER_DEDUP_CLASS`` (default
-:class:`RedisBloom`) through :class:`DedupFactory`; ``DUPEFILTER_CLASS`` is Scrapy's
-scheduler's, used in single-node mode only.
+:class:`RedisBloom`) through :class:`~crawler.dedup.backend.DedupFactory`;
+``DUPEFILTER_CLASS`` is Scrapy's scheduler's, used in single-node mode only.
 """
 
 from __future__ import annotations
@@ -25,18 +25,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 from scrapy.dupefilters import BaseDupeFilter
-from scrapy.settings import SETTINGS_PRIORITIES
-from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.request import referer_str
 
 from crawler.config import readers as config
 from crawler.connections.redis_errors import TransientError
 from crawler.dedup import bloom as sizing
+from crawler.dedup.backend import ON_MISSING, BloomConfig
 from crawler.dedup.bloom import PIECE_BITS, digest, piece_key, piece_sizes, plan, validate
 from crawler.dedup.local import LocalBloom, ScalableLocalBloom
 from crawler.dedup.redis_filter import LUA_ADD, LUA_CHECK, LUA_CREATE
@@ -51,89 +50,8 @@ if TYPE_CHECKING:
     from scrapy.utils.request import RequestFingerprinterProtocol
 
 logger = logging.getLogger(__name__)
-__all__ = ["DEDUP_CLASS", "DEDUP_CLASS_SETTING", "ON_MISSING", "BloomConfig", "BloomInfo",
-           "BloomMissing", "DedupBackend", "DedupFactory", "LocalBloom",
-           "LocalBloomDupeFilter", "RedisBloom", "ScalableLocalBloom", "on_missing_setting"]
-ON_MISSING = ("pause", "recreate")  # BLOOM_ON_MISSING: what to do when the filter vanished
-DEDUP_CLASS_SETTING = "FRONTIER_DEDUP_CLASS"
-DEDUP_CLASS = "crawler.dedup.RedisBloom"  # its default
-
-
-def on_missing_setting(settings: BaseSettings) -> str:
-    """``BLOOM_ON_MISSING``, validated (a :class:`~crawler.config.SettingError` naming it)."""
-    return config.get_choice(settings, "BLOOM_ON_MISSING", ON_MISSING)
-
-
-@dataclass(frozen=True)
-class BloomConfig:
-    """The ``BLOOM_*`` settings of :class:`RedisBloom`, read and checked once."""
-
-    capacity: int
-    error_rate: float
-    growth: int
-    on_missing: str
-
-    @classmethod
-    def from_settings(cls, settings: BaseSettings) -> BloomConfig:
-        return cls(
-            capacity=config.get_int(settings, "BLOOM_CAPACITY", minimum=1),
-            error_rate=config.get_float(settings, "BLOOM_ERROR_RATE", minimum=0, maximum=0.5,
-                                        exclusive_min=True),
-            growth=config.get_int(settings, "BLOOM_GROWTH", minimum=1),
-            on_missing=on_missing_setting(settings),
-        )
-
-
-class DedupBackend(Protocol):
-    """What the frontier asks of its shared dupefilter (``FRONTIER_DEDUP_CLASS``): batches
-    of fingerprints checked (read-only), then added once their requests are produced."""
-
-    async def open(self) -> None: ...
-    async def check(self, fingerprints: Sequence[bytes]) -> list[bool]: ...
-    async def add(self, fingerprints: Sequence[bytes]) -> list[bool]: ...
-
-
-class DedupFactory:
-    """``FRONTIER_DEDUP_CLASS``, loaded and its settings checked at start-up (before any I/O).
-
-    The class is built once the worker's Redis client exists, by Scrapy's
-    ``build_from_crawler(cls, crawler, client, key=...)``: it needs a ``from_crawler(crawler,
-    client, *, key)`` classmethod, and may have a ``check_settings(settings)`` one that
-    raises :class:`~crawler.config.readers.SettingError` for a bad value.
-    """
-
-    def __init__(self, backend: type, crawler: Crawler) -> None:
-        self.backend = backend
-        self.crawler = crawler
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        settings = crawler.settings
-        path = settings.get(DEDUP_CLASS_SETTING) or DEDUP_CLASS
-        try:
-            backend = load_object(path) if isinstance(path, str) else path
-        except (ImportError, NameError, ValueError, AttributeError) as exc:
-            raise config.SettingError(DEDUP_CLASS_SETTING, f"cannot load {path!r}: {exc}") from None
-        if not callable(getattr(backend, "from_crawler", None)):
-            raise config.SettingError(DEDUP_CLASS_SETTING,
-                                      f"{path!r} has no from_crawler(crawler, client, key=...)")
-        check = getattr(backend, "check_settings", None)
-        if callable(check):
-            check(settings)
-        _warn_unused_dupefilter(settings)
-        return cls(backend, crawler)
-
-    def __call__(self, client: aioredis.Redis | None, key: str) -> DedupBackend:
-        backend: DedupBackend = build_from_crawler(self.backend, self.crawler, client, key=key)
-        return backend
-
-
-def _warn_unused_dupefilter(settings: BaseSettings) -> None:
-    if (settings.getpriority("DUPEFILTER_CLASS") or 0) > SETTINGS_PRIORITIES["default"]:
-        logger.warning("DUPEFILTER_CLASS (%s) has no effect with the Kafka frontier: its "
-                       "shared dupefilter is %s (FRONTIER_DEDUP_CLASS)",
-                       settings.get("DUPEFILTER_CLASS"),
-                       settings.get(DEDUP_CLASS_SETTING) or DEDUP_CLASS)
+__all__ = ["BloomInfo", "BloomMissing", "LocalBloom", "LocalBloomDupeFilter", "RedisBloom",
+           "ScalableLocalBloom"]
 
 
 class BloomMissing(TransientError):

@@ -30,7 +30,8 @@ from crawler._scrapy import BaseScheduler, EngineHook, as_deferred, on_request_l
 from crawler.config.keys import CrawlKeys, worker_id
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
-from crawler.dedup.dupefilter import DedupBackend, DedupFactory, LocalBloom
+from crawler.dedup.backend import DedupBackend, DedupFactory
+from crawler.dedup.dupefilter import LocalBloom
 from crawler.frontier import crawllife
 from crawler.frontier.buffer import RequestBuffer
 from crawler.frontier.clients import KafkaTransport

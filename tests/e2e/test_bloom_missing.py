@@ -151,7 +151,7 @@ def test_bloom_on_missing_is_validated() -> None:
 
     from crawler.config import defaults
     from crawler.config.readers import SettingError
-    from crawler.dedup.dupefilter import on_missing_setting
+    from crawler.dedup.backend import on_missing_setting
 
     assert on_missing_setting(Settings({"BLOOM_ON_MISSING": defaults.BLOOM_ON_MISSING})) == "pause"
     assert on_missing_setting(Settings({"BLOOM_ON_MISSING": "Recreate"})) == "recreate"

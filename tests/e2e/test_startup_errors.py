@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler import startup
+from crawler.config import preflight
 from crawler.config.readers import SettingError
 from crawler.connections.clients import CLIENT_LOGGERS, quiet_client_logs
 from crawler.localstack.services import free_port
@@ -125,9 +125,9 @@ def test_a_second_error_does_not_hide_the_first() -> None:
     """Scrapy's ``Engine slot not assigned``, raised while closing, hides no SettingError."""
     second = RuntimeError("Engine slot not assigned")
     second.__context__ = SettingError("KAFKA_PARTITIONS", "expected an integer, got 'abc'")
-    mistake = startup.mistake_in(second)
+    mistake = preflight.mistake_in(second)
     assert isinstance(mistake, SettingError) and mistake.setting == "KAFKA_PARTITIONS"
-    assert startup.mistake_in(RuntimeError("a bug")) is None
+    assert preflight.mistake_in(RuntimeError("a bug")) is None
 
 
 def test_unknown_spider() -> None:

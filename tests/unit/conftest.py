@@ -13,7 +13,7 @@ from scrapy import Request, Spider, signals
 from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
-from crawler.dedup.dupefilter import DedupFactory
+from crawler.dedup.backend import DedupFactory
 from crawler.frontier import codec
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.memory import (

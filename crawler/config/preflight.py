@@ -29,6 +29,7 @@ from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
 from crawler.connections.clients import ServiceUnavailable
+from crawler.dedup.backend import load_backend
 from crawler.frontier import crawllife
 from crawler.frontier.config import FrontierConfig
 
@@ -80,6 +81,7 @@ def preflight(settings: BaseSettings, spider_name: str) -> None:
     if not distributed(settings):
         return
     cfg = FrontierConfig.from_settings(settings, spider_name)  # what the scheduler reads
+    load_backend(settings)  # and its dedup backend (FRONTIER_DEDUP_CLASS, BLOOM_*)
     crawllife.state_ttl(settings)
     mongo_uri = config.get_str(settings, "MONGO_URI")
     with connection.quiet_client_logs():
