@@ -4,7 +4,7 @@
 ``ALERTS_ENABLED = True`` switches it on (the add-on does in distributed mode).
 It reads this worker's stats and, with ``REDIS_URL``, the crawl's heartbeat hash
 ``{CRAWL_ID}:workers`` and the Bloom filter's metadata. Heartbeats are judged on
-Redis's clock with the crawl state's reader (:func:`crawler.frontier.crawlstate.read_heartbeats`):
+Redis's clock with the crawl state's reader (:func:`crawler.frontier.crawlstate.read_workers`):
 no worker host's clock is compared with another's. For each alert it logs a
 WARNING when the alert becomes active and an INFO when it clears, sets the stat
 ``alerts/active/<name>`` to 1 or 0 (exported as ``crawler_alerts_active``),
@@ -31,9 +31,9 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
 from crawler.config import readers as config
+from crawler.config.keys import CrawlKeys, worker_id
 from crawler.connections import clients as connection
 from crawler.dedup.dupefilter import RedisBloom
-from crawler.extensions.metrics import worker_id
 from crawler.frontier import crawlstate
 from crawler.operations.alert_rules import (
     RULES,
@@ -44,7 +44,6 @@ from crawler.operations.alert_rules import (
     evaluate,
     summed_lag,
 )
-from crawler.operations.clusterview import parse_workers
 
 logger = logging.getLogger(__name__)
 STAT_PREFIX = "alerts/active/"
@@ -85,7 +84,7 @@ class AlertsExtension:
     """``EXTENSIONS = {"crawler.extensions.alerts.AlertsExtension": 510}``."""
 
     def __init__(self, crawler: Crawler, limits: Thresholds, *, interval: float, ttl: float,
-                 webhook: str, webhook_timeout: float, stale_after: float = 7.0) -> None:
+                 webhook: str, webhook_timeout: float, stale_after: float) -> None:
         self.crawler = crawler
         self.limits = limits
         self.interval = interval
@@ -99,7 +98,7 @@ class AlertsExtension:
         self.active: dict[str, tuple[Alert, float]] = {}  # name -> (alert, since)
         self.redis: aioredis.Redis | None = None
         self.bloom: RedisBloom | None = None
-        self.key = ""
+        self.keys = CrawlKeys("")
         self.crawl_id = ""
         self._task: asyncio.Task[None] | None = None
 
@@ -128,7 +127,7 @@ class AlertsExtension:
         """Resolve the crawl id, set every alert stat to 0, connect to Redis if configured."""
         settings = self.crawler.settings
         self.crawl_id = config.crawl_id(settings, spider_name)
-        self.key = f"{{{self.crawl_id}}}:alerts"
+        self.keys = CrawlKeys(self.crawl_id)
         assert self.crawler.stats is not None
         for name in RULES:
             self.crawler.stats.set_value(STAT_PREFIX + name, 0)
@@ -139,7 +138,7 @@ class AlertsExtension:
             url, config.get_dict(settings, "REDIS_PARAMS"),
             connect_timeout=config.get_float(settings, "CONNECT_TIMEOUT", minimum=0.1))
         self.bloom = RedisBloom(
-            self.redis, f"{{{self.crawl_id}}}:bloom",
+            self.redis, self.keys.bloom,
             capacity=config.get_int(settings, "BLOOM_CAPACITY", minimum=1),
             error_rate=config.get_float(settings, "BLOOM_ERROR_RATE", minimum=0,
                                         exclusive_min=True),
@@ -185,11 +184,7 @@ class AlertsExtension:
     async def _heartbeats(self) -> tuple[float, dict[str, dict[str, Any]]]:
         """Redis's time and every heartbeat, its ``ts`` when it was written (Redis time)."""
         assert self.redis is not None
-        now, raw = await crawlstate.read_heartbeats(self.redis, f"{{{self.crawl_id}}}:workers")
-        docs, _ = parse_workers(raw)
-        values = {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in raw.items()}
-        for worker, doc in docs.items():
-            doc["ts"] = self.clock.written_at(worker, values[worker], doc, now)
+        now, docs, _ = await crawlstate.read_workers(self.redis, self.keys.workers, self.clock)
         return now, docs
 
     async def check(self) -> list[Alert]:
@@ -216,8 +211,8 @@ class AlertsExtension:
                 threading.Thread(target=post_json, daemon=True, name="alert-webhook",
                                  args=(self.webhook, payload, self.webhook_timeout)).start()
         if self.redis is not None:
-            await self.redis.hset(self.key, alert.name, json.dumps(payload))
-            await self.redis.expire(self.key, max(int(self.ttl), 1))
+            await self.redis.hset(self.keys.alerts, alert.name, json.dumps(payload))
+            await self.redis.expire(self.keys.alerts, max(int(self.ttl), 1))
 
     async def _cleared(self, name: str) -> None:
         alert, _ = self.active.pop(name)
@@ -226,9 +221,9 @@ class AlertsExtension:
         self.crawler.stats.set_value(STAT_PREFIX + name, 0)
         if self.redis is None:
             return
-        stored = await self.redis.hget(self.key, name)
+        stored = await self.redis.hget(self.keys.alerts, name)
         if stored is not None and json.loads(stored).get("worker") == self.worker:
-            await self.redis.hdel(self.key, name)  # another worker's alert stays
+            await self.redis.hdel(self.keys.alerts, name)  # another worker's alert stays
 
     def payload(self, alert: Alert, since: float, now: float) -> dict[str, Any]:
         return {"alert": alert.name, "severity": alert.severity, "message": alert.message,

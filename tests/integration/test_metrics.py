@@ -26,8 +26,9 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 from servers.testproxies import start_proxies
 
+from crawler.config.keys import worker_id
 from crawler.config.readers import SettingError
-from crawler.extensions.metrics import MetricsExporter, worker_id
+from crawler.extensions.metrics import MetricsExporter
 from crawler.localstack.demo import Worker, start_worker, wait_all, worker_command, worker_logs
 from crawler.localstack.stack import Stack
 from tests.helpers import wait_until
