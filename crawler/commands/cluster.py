@@ -30,6 +30,7 @@ from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
 from crawler.config import readers as config
+from crawler.config.keys import CrawlKeys
 from crawler.connections import clients as connection
 from crawler.dedup.dupefilter import RedisBloom
 from crawler.frontier import crawllife, crawlstate
@@ -109,21 +110,18 @@ class Reader:
 
     def __init__(self, client: aioredis.Redis, url: str, crawl: str, bloom: RedisBloom) -> None:
         self.client, self.url, self.crawl, self.bloom = client, url, crawl, bloom
-        self.prefix = f"{{{crawl}}}"
+        self.keys = CrawlKeys(crawl)
         self.clock = HeartbeatClock()
 
     async def read(self) -> Snapshot:
         """The state, with every heartbeat time and ``now`` on Redis's clock."""
-        now, raw = await crawlstate.read_heartbeats(self.client, f"{self.prefix}:workers")
-        workers, unreadable = clusterview.parse_workers(raw)
-        for worker, doc in workers.items():
-            key = worker if worker in raw else worker.encode()
-            doc["ts"] = self.clock.written_at(worker, raw.get(key), doc, now)
+        now, workers, unreadable = await crawlstate.read_workers(
+            self.client, self.keys.workers, self.clock)
         info = await self.bloom.info()
-        members = await self.client.scard(f"{self.prefix}:proxies")
-        health = await self.client.hgetall(f"{self.prefix}:proxy:health")
-        finished = crawllife.parse_finished(await self.client.get(f"{self.prefix}:finished"))
-        raw_alerts = await self.client.hgetall(f"{self.prefix}:alerts")
+        members = await self.client.scard(self.keys.proxies)
+        health = await self.client.hgetall(self.keys.proxy_health)
+        finished = crawllife.parse_finished(await self.client.get(self.keys.finished))
+        raw_alerts = await self.client.hgetall(self.keys.alerts)
         return Snapshot(
             crawl_id=self.crawl, now=now, workers=workers, unreadable=unreadable,
             bloom=asdict(info) if info.slices else None,
@@ -135,7 +133,7 @@ class Reader:
 def _bloom(client: aioredis.Redis, crawl: str, settings: BaseSettings) -> RedisBloom:
     """A handle on the crawl's filter, for :meth:`RedisBloom.info` only (never opened)."""
     return RedisBloom(
-        client, f"{{{crawl}}}:bloom",
+        client, CrawlKeys(crawl).bloom,
         capacity=config.get_int(settings, "BLOOM_CAPACITY", minimum=1),
         error_rate=config.get_float(settings, "BLOOM_ERROR_RATE", minimum=0, exclusive_min=True),
         growth=config.get_int(settings, "BLOOM_GROWTH", minimum=1))
@@ -199,7 +197,7 @@ async def _once(reader: Reader, stale: float, settings: BaseSettings, *, as_json
     if not first.workers:
         why = " (the crawl is marked finished)" if first.finished_at else ""
         _fail(f"no workers found for crawl {reader.crawl!r}: the hash "
-              f"{reader.prefix}:workers is empty{why}; is the crawl running, is CRAWL_ID right?")
+              f"{reader.keys.workers} is empty{why}; is the crawl running, is CRAWL_ID right?")
         return 1
     return 0
 
@@ -256,7 +254,8 @@ async def _purge(settings: BaseSettings, url: str, crawl: str, opts: argparse.Na
                                                        minimum=0.1) + 0.5)
             snapshot = await reader.read()
         stale = stale_after(settings)
-        live = [w for w, d in snapshot.workers.items() if snapshot.now - d["ts"] <= stale]
+        live = [w for w, d in snapshot.workers.items()
+                if not crawlstate.is_lost(snapshot.now, d["ts"], stale)]
         if live:
             _fail(f"crawl {crawl} has {len(live)} live worker(s) ({', '.join(sorted(live))}); "
                   f"stop it first: scrapy cluster stop {crawl}")

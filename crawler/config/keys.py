@@ -25,6 +25,15 @@ class CrawlKeys:
         return f"{{{self.crawl_id}}}:"
 
     @property
+    def pattern(self) -> str:
+        """``{<CRAWL_ID>}:*``: the ``SCAN`` pattern of every key of the crawl."""
+        return self.prefix + "*"
+
+    def family(self, key: str) -> str:
+        """What *key* of the crawl holds, by its first name part: ``bloom``, ``seed``..."""
+        return key[len(self.prefix):].split(":", 1)[0] or "?"
+
+    @property
     def bloom(self) -> str:
         """The shared Bloom filter's metadata hash; its slices are ``<bloom>:<n>[:<piece>]``."""
         return self.prefix + "bloom"
@@ -38,6 +47,11 @@ class CrawlKeys:
     def finished(self) -> str:
         """The crawl's finished record (JSON)."""
         return self.prefix + "finished"
+
+    @property
+    def expiring(self) -> str:
+        """Set: the keys a finished crawl made expiring (persistent again on a new run)."""
+        return self.prefix + "expiring"
 
     @property
     def control(self) -> str:
@@ -55,6 +69,7 @@ class CrawlKeys:
 
     @property
     def seed_claim_prefix(self) -> str:
+        """``<prefix>seed:<fingerprint>`` strings hold the seed claims."""
         return self.prefix + "seed:"
 
     @property

@@ -4,7 +4,7 @@
 ``ALERTS_ENABLED = True`` switches it on (the add-on does in distributed mode).
 It reads this worker's stats and, with ``REDIS_URL``, the crawl's heartbeat hash
 ``{CRAWL_ID}:workers`` and the Bloom filter's metadata. Heartbeats are judged on
-Redis's clock with the crawl state's reader (:func:`crawler.frontier.crawlstate.read_heartbeats`):
+Redis's clock with the crawl state's reader (:func:`crawler.frontier.crawlstate.read_workers`):
 no worker host's clock is compared with another's. For each alert it logs a
 WARNING when the alert becomes active and an INFO when it clears, sets the stat
 ``alerts/active/<name>`` to 1 or 0 (exported as ``crawler_alerts_active``),
@@ -31,9 +31,9 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
 from crawler.config import readers as config
+from crawler.config.keys import CrawlKeys, worker_id
 from crawler.connections import clients as connection
 from crawler.dedup.dupefilter import RedisBloom
-from crawler.extensions.metrics import worker_id
 from crawler.frontier import crawlstate
 from crawler.operations.alert_rules import (
     RULES,
@@ -44,7 +44,6 @@ from crawler.operations.alert_rules import (
     evaluate,
     summed_lag,
 )
-from crawler.operations.clusterview import parse_workers
 
 logger = logging.getLogger(__name__)
 STAT_PREFIX = "alerts/active/"
@@ -136,7 +135,7 @@ class AlertsExtension:
         self.active: dict[str, tuple[Alert, float]] = {}  # name -> (alert, since)
         self.redis: aioredis.Redis | None = None
         self.bloom: RedisBloom | None = None
-        self.key = ""
+        self.keys = CrawlKeys("")
         self.crawl_id = ""
         self._task: asyncio.Task[None] | None = None
 
@@ -157,7 +156,7 @@ class AlertsExtension:
     def open(self, spider_name: str) -> None:
         """Resolve the crawl id, set every alert stat to 0, connect to Redis if configured."""
         self.crawl_id = config.crawl_id(self.crawler.settings, spider_name)
-        self.key = f"{{{self.crawl_id}}}:alerts"
+        self.keys = CrawlKeys(self.crawl_id)
         assert self.crawler.stats is not None
         for name in RULES:
             self.crawler.stats.set_value(STAT_PREFIX + name, 0)
@@ -167,7 +166,7 @@ class AlertsExtension:
         self.redis = connection.redis_client(cfg.redis_url, cfg.redis_params,
                                              connect_timeout=cfg.connect_timeout)
         self.bloom = RedisBloom(
-            self.redis, f"{{{self.crawl_id}}}:bloom", capacity=cfg.bloom_capacity,
+            self.redis, self.keys.bloom, capacity=cfg.bloom_capacity,
             error_rate=cfg.bloom_error_rate, growth=cfg.bloom_growth)
 
     async def _loop(self) -> None:
@@ -210,11 +209,7 @@ class AlertsExtension:
     async def _heartbeats(self) -> tuple[float, dict[str, dict[str, Any]]]:
         """Redis's time and every heartbeat, its ``ts`` when it was written (Redis time)."""
         assert self.redis is not None
-        now, raw = await crawlstate.read_heartbeats(self.redis, f"{{{self.crawl_id}}}:workers")
-        docs, _ = parse_workers(raw)
-        values = {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in raw.items()}
-        for worker, doc in docs.items():
-            doc["ts"] = self.clock.written_at(worker, values[worker], doc, now)
+        now, docs, _ = await crawlstate.read_workers(self.redis, self.keys.workers, self.clock)
         return now, docs
 
     async def check(self) -> list[Alert]:
@@ -241,8 +236,8 @@ class AlertsExtension:
                 threading.Thread(target=post_json, daemon=True, name="alert-webhook",
                                  args=(self.webhook, payload, self.webhook_timeout)).start()
         if self.redis is not None:
-            await self.redis.hset(self.key, alert.name, json.dumps(payload))
-            await self.redis.expire(self.key, max(int(self.ttl), 1))
+            await self.redis.hset(self.keys.alerts, alert.name, json.dumps(payload))
+            await self.redis.expire(self.keys.alerts, max(int(self.ttl), 1))
 
     async def _cleared(self, name: str) -> None:
         alert, _ = self.active.pop(name)
@@ -251,9 +246,9 @@ class AlertsExtension:
         self.crawler.stats.set_value(STAT_PREFIX + name, 0)
         if self.redis is None:
             return
-        stored = await self.redis.hget(self.key, name)
+        stored = await self.redis.hget(self.keys.alerts, name)
         if stored is not None and json.loads(stored).get("worker") == self.worker:
-            await self.redis.hdel(self.key, name)  # another worker's alert stays
+            await self.redis.hdel(self.keys.alerts, name)  # another worker's alert stays
 
     def payload(self, alert: Alert, since: float, now: float) -> dict[str, Any]:
         return {"alert": alert.name, "severity": alert.severity, "message": alert.message,

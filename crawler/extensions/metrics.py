@@ -7,15 +7,15 @@ port). The chosen port is logged and stored in the stats as ``metrics/port``.
 
 Nothing runs on the hot path but one histogram observation per response: counters
 and gauges are read from the crawler's stats when Prometheus scrapes. Every series
-carries the labels ``crawl_id`` and ``worker`` (``hostname:pid``). See ``docs/metrics.md``.
+carries the labels ``crawl_id`` and ``worker`` (:func:`crawler.config.keys.worker_id`,
+``host:pid:<6 hex>``: the node id of the heartbeats and ``scrapy cluster status``). See
+``docs/metrics.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +31,7 @@ from scrapy.http import Response
 from scrapy.statscollectors import StatsCollector
 
 from crawler.config import readers as config
+from crawler.config.keys import worker_id
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +65,6 @@ NETWORK = (("received", "downloader/response_bytes"), ("sent", "downloader/reque
 PROXY_STATES = ("alive", "dead", "probation")
 LAG_PREFIX = "frontier/lag/"
 ALERT_PREFIX = "alerts/active/"  # stats of crawler.extensions.alerts
-
-
-def worker_id() -> str:
-    """``hostname:pid``: the ``worker`` label of this process."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class CrawlStatsCollector(Collector):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from crawler.config import readers as config
+from crawler.config.keys import CrawlKeys
 from crawler.connections import clients as connection
 
 if TYPE_CHECKING:
@@ -50,10 +51,6 @@ def state_ttl(settings: BaseSettings) -> float:
     return config.get_float(settings, "CRAWL_STATE_TTL", minimum=0)
 
 
-def prefix(crawl: str) -> str:
-    return f"{{{crawl}}}:"
-
-
 @dataclass(frozen=True)
 class Finished:
     """The crawl's finished record (Redis time)."""
@@ -80,12 +77,12 @@ def parse_finished(value: Any) -> Finished | None:
 
 
 async def read_finished(client: aioredis.Redis, crawl: str) -> Finished | None:
-    return parse_finished(await client.get(prefix(crawl) + "finished"))
+    return parse_finished(await client.get(CrawlKeys(crawl).finished))
 
 
 async def mark_finished(client: aioredis.Redis, crawl: str, record: Finished) -> None:
     doc = {"at": record.at, "closed": record.closed, "reason": record.reason}
-    await client.set(prefix(crawl) + "finished", json.dumps(doc))
+    await client.set(CrawlKeys(crawl).finished, json.dumps(doc))
 
 
 def reuse_line(crawl: str, finished: Finished) -> str:
@@ -98,7 +95,7 @@ def reuse_line(crawl: str, finished: Finished) -> str:
 async def crawl_keys(client: aioredis.Redis, crawl: str) -> AsyncIterator[list[str]]:
     """Every key of *crawl*, in batches (``SCAN``: never blocks Redis)."""
     batch: list[str] = []
-    async for key in client.scan_iter(match=prefix(crawl) + "*", count=SCAN_COUNT):
+    async for key in client.scan_iter(match=CrawlKeys(crawl).pattern, count=SCAN_COUNT):
         batch.append(key.decode() if isinstance(key, bytes) else str(key))
         if len(batch) >= SCAN_COUNT:
             yield batch
@@ -113,7 +110,7 @@ async def expire_state(client: aioredis.Redis, crawl: str, ttl: float) -> int:
     if ttl <= 0:
         return 0
     script = client.register_script(_EXPIRE)
-    expiring, made = prefix(crawl) + "expiring", 0
+    expiring, made = CrawlKeys(crawl).expiring, 0
     async for batch in crawl_keys(client, crawl):
         keys = [k for k in batch if k != expiring]
         made += int(await script(keys=[expiring, *keys], args=[max(int(ttl * 1000), 1)]))
@@ -122,7 +119,7 @@ async def expire_state(client: aioredis.Redis, crawl: str, ttl: float) -> int:
 
 async def keep_state(client: aioredis.Redis, crawl: str) -> int:
     """Make the keys :func:`expire_state` made expiring persistent again (a new run)."""
-    expiring = prefix(crawl) + "expiring"
+    expiring = CrawlKeys(crawl).expiring
     keys = list(await client.smembers(expiring))
     async with client.pipeline(transaction=False) as pipe:
         for key in keys:
@@ -134,7 +131,7 @@ async def keep_state(client: aioredis.Redis, crawl: str) -> int:
 
 def family(crawl: str, key: str) -> str:
     """What a key of *crawl* holds, by its first name part: ``bloom``, ``seed``, ``workers``..."""
-    return key[len(prefix(crawl)):].split(":", 1)[0] or "?"
+    return CrawlKeys(crawl).family(key)
 
 
 async def purge_keys(client: aioredis.Redis, crawl: str) -> dict[str, int]:

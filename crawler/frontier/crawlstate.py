@@ -9,8 +9,10 @@ enough). Workers exit once that has held for ``CRAWL_IDLE_TIMEOUT`` seconds.
 Freshness is judged on Redis's clock only: a heartbeat is stamped with ``TIME``
 inside the script that writes it, and readers compare it with ``TIME`` read in the
 same transaction as the hash. The clocks of the worker hosts never meet, so a
-skewed host is neither shown lost nor forgotten (:func:`stale_after` is the one
-rule for "lost"). A heartbeat of an older writer, stamped with its own clock, is
+skewed host is neither shown lost nor forgotten. One rule says "lost" (:func:`stale_after`,
+:func:`is_lost`) and one parser reads heartbeats (:func:`parse_heartbeats`,
+:func:`read_workers`), for the drained check, ``scrapy cluster status``, the dashboard,
+``purge`` and the alerts. A heartbeat of an older writer, stamped with its own clock, is
 judged by when the reader saw it change (:class:`HeartbeatClock`).
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +29,7 @@ import redis.asyncio as aioredis
 from scrapy.settings import BaseSettings
 
 from crawler.config import readers as config
+from crawler.config.keys import CrawlKeys
 from crawler.connections.retry import RedisRetry
 
 logger = logging.getLogger(__name__)
@@ -75,6 +79,29 @@ def stale_after_setting(settings: BaseSettings) -> float:
         config.get_int(settings, "KAFKA_SESSION_TIMEOUT_MS", minimum=1000))
 
 
+def is_lost(now: float, ts: float, stale_after: float) -> bool:
+    """Whether a heartbeat written at *ts* is, at *now* (both Redis time), older than
+    *stale_after* seconds: the one comparison behind "lost", "live" and "silent"."""
+    return now - ts > stale_after
+
+
+def parse_heartbeats(raw: Mapping[Any, Any]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The heartbeat hash as {worker: document} (``ts`` a float, ``info`` a dict), and
+    the sorted ids of the entries that are not heartbeats: the one heartbeat parser."""
+    workers: dict[str, dict[str, Any]] = {}
+    unreadable: list[str] = []
+    for name, value in raw.items():
+        try:
+            doc = json.loads(value)
+            doc["ts"] = float(doc["ts"])
+            doc["info"] = dict(doc.get("info") or {})
+        except (ValueError, KeyError, TypeError):
+            unreadable.append(_text(name))
+            continue
+        workers[_text(name)] = doc
+    return workers, sorted(unreadable)
+
+
 _CLAIM = """
 local owner = redis.call('GET', KEYS[1])
 if not owner then
@@ -111,6 +138,18 @@ async def read_heartbeats(client: aioredis.Redis, key: str) -> tuple[float, dict
         pipe.hgetall(key)
         (seconds, micros), raw = await pipe.execute()
     return seconds + micros / 1e6, raw
+
+
+async def read_workers(client: aioredis.Redis, key: str, clock: HeartbeatClock,
+                       ) -> tuple[float, dict[str, dict[str, Any]], list[str]]:
+    """Redis's clock, every heartbeat of the hash *key* (:func:`parse_heartbeats`) with its
+    ``ts`` when it was written on Redis's clock (*clock*), and the unreadable entries."""
+    now, raw = await read_heartbeats(client, key)
+    values = {_text(name): value for name, value in raw.items()}
+    workers, unreadable = parse_heartbeats(values)
+    for worker, doc in workers.items():
+        doc["ts"] = clock.written_at(worker, values[worker], doc, now)
+    return now, workers, unreadable
 
 
 class HeartbeatClock:
@@ -153,10 +192,9 @@ class CrawlState:
     def __init__(self, client: aioredis.Redis, crawl_id: str, *, stale_after: float) -> None:
         self.client = client
         self.crawl_id = crawl_id
-        self.key = f"{{{crawl_id}}}:workers"
-        self.finished_key = f"{{{crawl_id}}}:finished"
-        self.claim_prefix = f"{{{crawl_id}}}:seed:"
-        self.control_key = f"{{{crawl_id}}}:control"
+        self.keys = CrawlKeys(crawl_id)
+        self.key = self.keys.workers
+        self.control_key = self.keys.control
         self._claim = client.register_script(_CLAIM)
         self._beat = client.register_script(_BEAT)
         self.stale_after = stale_after
@@ -175,20 +213,16 @@ class CrawlState:
         A silent worker's entry is kept for ``FORGET_AFTER`` seconds, so that
         ``scrapy cluster status`` and the node-silent alert can show it as lost.
         """
-        now, raw = await read_heartbeats(self.client, self.key)
+        now, docs, stale = await read_workers(self.client, self.key, self.clock)
         fresh: list[WorkerState] = []
-        stale: list[str] = []
-        for name, value in raw.items():
-            worker = _text(name)
+        for worker, doc in docs.items():
             try:
-                doc = json.loads(value)
                 state = WorkerState(worker, bool(doc["idle"]), list(doc["assigned"]),
-                                    doc["lag"], self.clock.written_at(worker, value, doc, now),
-                                    dict(doc.get("info", {})))
-            except (ValueError, KeyError, TypeError):
+                                    doc["lag"], doc["ts"], doc["info"])
+            except (KeyError, TypeError):
                 stale.append(worker)
                 continue
-            if now - state.ts <= self.stale_after:
+            if not is_lost(now, state.ts, self.stale_after):
                 fresh.append(state)
             elif self.clock.silent_for(worker, doc, now) > FORGET_AFTER:
                 stale.append(worker)
@@ -206,7 +240,7 @@ class CrawlState:
         A Redis error is retried for ever (the seed waits, its record unacknowledged);
         one that cannot succeed by waiting is logged as such.
         """
-        keys = [self.claim_prefix + fingerprint]
+        keys = [self.keys.seed_claim(fingerprint)]
         while True:
             try:
                 claimed = bool(await self._claim(keys=keys, args=[record, int(ttl * 1000)]))

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from crawler.frontier.crawlstate import is_lost
+
 RULES = ("failure_rate", "lag_growing", "proxies_low", "bloom_fill", "node_silent",
          "bloom_missing", "storage_stalled")
 
@@ -102,11 +104,12 @@ def _bloom_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
 
 
 def _silent_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
-    ages = {w: data.now - ts for w, ts in data.heartbeats.items()}
-    silent = sorted(w for w, age in ages.items() if age > limit.node_silent_seconds)
+    beats = data.heartbeats
+    silent = sorted(w for w, ts in beats.items()
+                    if is_lost(data.now, ts, limit.node_silent_seconds))
     if not silent:
         return None
-    oldest = max(ages[w] for w in silent)
+    oldest = max(data.now - beats[w] for w in silent)
     return Alert("node_silent", "critical",
                  f"{len(silent)} node(s) silent for more than {limit.node_silent_seconds:g}s "
                  f"(oldest {oldest:.0f}s): {', '.join(silent)}",
@@ -172,7 +175,7 @@ class LagTracker:
 
 def summed_lag(docs: Mapping[str, Mapping[str, Any]], now: float, fresh: float) -> int | None:
     """The lag summed over heartbeats at most *fresh* seconds old; None if one is unknown."""
-    live = [d for d in docs.values() if now - float(d["ts"]) <= fresh]
+    live = [d for d in docs.values() if not is_lost(now, float(d["ts"]), fresh)]
     if not live or any(d.get("lag") is None for d in live):
         return None
     return sum(int(d["lag"]) for d in live)

@@ -1,7 +1,9 @@
 """What ``scrapy cluster status`` shows: the state of one crawl, built and rendered.
 
-Pure: no I/O. :func:`parse_workers` reads the raw heartbeat hash
-``{<CRAWL_ID>}:workers``, :func:`parse_alerts` the alerts hash ``{<CRAWL_ID>}:alerts``
+Pure: no I/O. The heartbeats of ``{<CRAWL_ID>}:workers`` come parsed by the crawl state's
+one parser (:func:`crawler.frontier.crawlstate.parse_heartbeats`) and are judged by its one
+rule (:func:`~crawler.frontier.crawlstate.is_lost`); :func:`parse_alerts` reads the alerts
+hash ``{<CRAWL_ID>}:alerts``
 (written by :mod:`crawler.extensions.alerts`), :class:`RateTracker` turns successive
 heartbeats into pages acknowledged per second, :func:`build_status` makes the JSON-able status
 dict (what ``--json`` prints) and :func:`render_text` the text form.
@@ -14,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from crawler.frontier.crawlstate import is_lost
 from crawler.politeness.proxypool import Health
 
 ALERTS_UNREAD = "unknown"  # the reader did not read {CRAWL_ID}:alerts
@@ -27,7 +30,7 @@ class Snapshot:
 
     crawl_id: str
     now: float  # time.time() of the read
-    workers: dict[str, dict[str, Any]]  # worker id -> heartbeat document
+    workers: dict[str, dict[str, Any]]  # worker id -> heartbeat (crawlstate.parse_heartbeats)
     unreadable: list[str] = field(default_factory=list)  # entries that are not heartbeats
     bloom: dict[str, Any] | None = None  # BloomInfo as a dict; None: no filter yet
     proxies: dict[str, int] | None = None  # proxy_counts(); None: no proxy in this crawl
@@ -37,22 +40,6 @@ class Snapshot:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def parse_workers(raw: Mapping[Any, Any]) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    """The heartbeat hash as {worker: document}, and the ids of unreadable entries."""
-    workers: dict[str, dict[str, Any]] = {}
-    unreadable: list[str] = []
-    for name, value in raw.items():
-        try:
-            doc = json.loads(value)
-            doc["ts"] = float(doc["ts"])
-            doc["info"] = dict(doc.get("info") or {})
-        except (ValueError, KeyError, TypeError):
-            unreadable.append(_text(name))
-            continue
-        workers[_text(name)] = doc
-    return workers, sorted(unreadable)
 
 
 def proxy_counts(members: int, health: Mapping[Any, Any]) -> dict[str, int] | None:
@@ -119,7 +106,7 @@ class RateTracker:
 
 def health_of(doc: Mapping[str, Any], now: float, stale_after: float) -> str:
     """``lost`` if the heartbeat is older than *stale_after*, else ``idle`` or ``ok``."""
-    if now - float(doc["ts"]) > stale_after:
+    if is_lost(now, float(doc["ts"]), stale_after):
         return "lost"
     return "idle" if doc.get("idle") else "ok"
 

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from redis.exceptions import RedisError
 
 from crawler.config import readers as config
+from crawler.config.keys import CrawlKeys
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
 from crawler.politeness.proxypool import (
@@ -178,10 +179,11 @@ class RedisProxyStore(ProxyStore):
                  redis_url: str = "") -> None:
         super().__init__(pool)
         self.client, self.redis_url = client, redis_url
-        self.members_key = f"{{{crawl_id}}}:proxies"
-        self.seeded_key = f"{{{crawl_id}}}:proxy:seeded"
-        self.health_key = f"{{{crawl_id}}}:proxy:health"
-        self.tombstone_key = f"{{{crawl_id}}}:proxy:none"
+        keys = CrawlKeys(crawl_id)
+        self.members_key = keys.proxies
+        self.seeded_key = keys.proxy_seeded
+        self.health_key = keys.proxy_health
+        self.tombstone_key = keys.proxy_tombstone
         self._seed_script = client.register_script(_SEED)
         self._sync_script = client.register_script(_SYNC)
         self._restore_script = client.register_script(_RESTORE)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from crawler.config import readers as config
+from crawler.config.keys import CrawlKeys
 from crawler.config.readers import SettingError
 from crawler.politeness.tokenbucket import (
     LUA_DECREASE,
@@ -146,15 +147,14 @@ class RedisLimiter:
 
     def __init__(self, client: aioredis.Redis, crawl_id: str, cfg: RateLimitConfig) -> None:
         self.client, self.cfg = client, cfg
-        self.prefix = f"{{{crawl_id}}}:ratelimit:"
-        self.overrides_key = self.prefix + "overrides"
+        self.keys = CrawlKeys(crawl_id)
+        self.overrides_key = self.keys.ratelimit_overrides
         self._reserve = client.register_script(LUA_RESERVE)
         self._decrease = client.register_script(LUA_DECREASE)
         self._recover = client.register_script(LUA_RECOVER)
 
     def key(self, host: str) -> str:
-        # "overrides." is the same host as "overrides" and cannot clash with the hash
-        return self.prefix + (host + "." if host == "overrides" else host)
+        return self.keys.ratelimit_bucket(host)
 
     async def _run(self, script: Any, host: str, limit: Limit, *extra: object) -> Any:
         args = ["", host, repr(limit.rate), repr(limit.burst), repr(self.cfg.state_ttl), *extra]

@@ -19,7 +19,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import threading
 import time
 import urllib.request
@@ -306,6 +305,9 @@ def test_an_origin_failing_most_pages_trips_the_failure_rate_rule(
     try:
         cmd = worker_command(base + "/", {"ALERT_WEBHOOK_URL": url})
         with running(1, cmd, _worker_env(stack, crawl_id), tmp_path / "logs") as workers:
+            wait_until(_while_running(workers, lambda: len(_heartbeats(client, crawl_id)) == 1),
+                       120, "its heartbeat")
+            me = _survivor_key(client, crawl_id, workers[0])  # its worker id
             # the crawl goes on to its end, then waits the default idle timeout (30 s), checks
             # of the rules (every 10 s) included
             assert wait_all(workers, timeout=300) == [0]
@@ -318,7 +320,7 @@ def test_an_origin_failing_most_pages_trips_the_failure_rate_rule(
     assert "failure_rate" in alerts, f"no failure_rate alert in Redis: {alerts}"
     alert = alerts["failure_rate"]
     assert alert["threshold"] == 0.05 and alert["value"] > 0.05
-    assert alert["worker"] == f"{socket.gethostname()}:{workers[0].process.pid}"
+    assert alert["worker"] == me
     assert logs.count("Alert failure_rate active: failure rate") == 1
     assert "'alerts/active/failure_rate': 1" in logs  # the final stats dump
     assert "Alert check failed" not in logs
@@ -428,12 +430,12 @@ def test_a_worker_killed_trips_node_silent_and_a_tiny_bloom_filter_trips_bloom_f
             wait_until(lambda: wanted <= set(_alerts(client, crawl_id)), 180, "both alerts")
         alerts = _alerts(client, crawl_id)
         assert wanted <= set(alerts), f"{sorted(wanted - set(alerts))} missing: {alerts}"
-        metrics_port = _heartbeats(client, crawl_id)[_survivor_key(client, crawl_id, survivor)]
+        me = _survivor_key(client, crawl_id, survivor)  # its worker id: the heartbeat field
+        metrics_port = _heartbeats(client, crawl_id)[me]
         exported = _scrape_alerts(int(metrics_port["info"]["metrics_port"]))
         survivor.process.send_signal(signal.SIGINT)  # Scrapy's graceful shutdown
         survivor.process.wait(timeout=120)
         logs = worker_logs(workers)
-    me = f"{socket.gethostname()}:{survivor.process.pid}"
     silent = alerts["node_silent"]
     assert silent["worker"] == me and lost in silent["message"]
     assert silent["value"] > 10 and silent["severity"] == "critical"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from prometheus_client.parser import text_string_to_metric_families
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import NotConfigured
@@ -26,8 +27,9 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 from servers.testproxies import start_proxies
 
+from crawler.config.keys import CrawlKeys, worker_id
 from crawler.config.readers import SettingError
-from crawler.extensions.metrics import MetricsExporter, worker_id
+from crawler.extensions.metrics import MetricsExporter
 from crawler.localstack.demo import Worker, start_worker, wait_all, worker_command, worker_logs
 from crawler.localstack.stack import Stack
 from tests.helpers import wait_until
@@ -319,7 +321,8 @@ def test_prometheus_scrapes_two_distributed_workers(
                 f"and sum(crawler_frontier_unacked_records{selector}) == 0")
         wait_until(lambda: len(query(api, done)) == 1, 300,
                    f"{demo_site_pages} items stored and no unacked record, in Prometheus")
-        _check_series(api, selector, crawl_id, workers, ports, demo_site_pages)
+        _check_series(api, selector, crawl_id, heartbeat_ids(env["REDIS_URL"], crawl_id, workers),
+                      ports, demo_site_pages)
         drained = f"sum(crawler_frontier_lag_records{selector}) == 0"
         wait_until(lambda: len(query(api, drained)) == 1, 120, "the lag back to 0")
         assert wait_all(workers, timeout=180) == [0, 0]  # the default idle timeout: 30 s
@@ -334,9 +337,18 @@ def test_prometheus_scrapes_two_distributed_workers(
     assert logs.count("Metrics exporter stopped") == 2, logs[-3000:]
 
 
-def _check_series(api: int, selector: str, crawl_id: str, workers: list[Worker],
+def heartbeat_ids(redis_url: str, crawl_id: str, workers: list[Worker]) -> set[str]:
+    """The heartbeat fields (node ids of ``scrapy cluster status``) of these live workers."""
+    with redis.Redis.from_url(redis_url, decode_responses=True) as client:
+        beats = client.hgetall(CrawlKeys(crawl_id).workers)
+    pids = {w.process.pid for w in workers}
+    ids = {f for f, v in beats.items() if json.loads(v)["info"]["pid"] in pids}
+    assert len(ids) == len(pids), f"heartbeats of {pids}: {beats}"
+    return ids
+
+
+def _check_series(api: int, selector: str, crawl_id: str, names: set[str],
                   ports: list[int], pages: int) -> None:
-    names = {f"{socket.gethostname()}:{w.process.pid}" for w in workers}
     every = query(api, f'count by (worker, crawl_id, instance) ({{__name__=~"crawler_.+", '
                        f'crawl_id="{crawl_id}"}})')
     assert {r["metric"]["worker"] for r in every} == names

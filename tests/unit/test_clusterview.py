@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from crawler.frontier.crawlstate import parse_heartbeats
 from crawler.operations import clusterview
 from crawler.operations.clusterview import RateTracker, Snapshot
 from crawler.politeness.proxypool import Health, State
@@ -29,7 +30,7 @@ def _raw(ts_shift: float = 0.0, acked_gain: int = 0) -> dict[bytes, bytes]:
 
 
 def _snapshot(raw: dict[bytes, bytes], now: float = NOW) -> Snapshot:
-    workers, unreadable = clusterview.parse_workers(raw)
+    workers, unreadable = parse_heartbeats(raw)
     health = {b"p1": Health().to_json(), b"p2": Health(state=State.DEAD).to_json(), b"p3": b"?"}
     bloom = {"key": "{c}:bloom", "capacity": 1000, "error_rate": 0.001, "growth": 2,
              "slices": 1, "items": 250, "current_fill": 0.25, "fill": 0.25,
