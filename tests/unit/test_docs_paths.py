@@ -26,18 +26,6 @@ FILE = re.compile(r"(?<![\w./-])((?:crawler|tests|benchmarks|deploy|docs)/[\w./-
 # Mentions that are not paths of this package: Scrapy's Crawler attribute, a file name.
 NOT_PATHS = {"crawler.request_fingerprinter", "crawler.egg"}
 NOT_FILES = {"deploy/.env"}  # written by the user of the compose stack
-# Stale file paths in docs owned by another change of issue 11 (docs/settings.md, docs/alerts.md,
-# docs/cluster.md): drop each line once its doc is fixed.
-KNOWN_STALE = {
-    ("docs/settings.md", "crawler/defaults.py"),
-    ("docs/settings.md", "crawler/config.py"),
-    ("docs/alerts.md", "crawler/alerts.py"),
-    ("docs/alerts.md", "tests/test_alerts.py"),
-    ("docs/alerts.md", "tests/test_alerts_live.py"),
-    ("docs/cluster.md", "tests/test_scrapyd.py"),
-    ("docs/cluster.md", "tests/test_purge.py"),
-    ("docs/cluster.md", "tests/test_deploy_files.py"),
-}
 
 
 def resolve(path: str) -> object | None:
@@ -144,6 +132,5 @@ def _module_file(module: str) -> Path | None:
 @pytest.mark.parametrize("doc", DOCS, ids=_rel)
 def test_every_repository_file_path_exists(doc: Path) -> None:
     missing = sorted(p for p in set(FILE.findall(doc.read_text())) - NOT_FILES
-                     if not (REPO / p).exists() and not (doc.parent / p).exists()  # a link
-                     and (_rel(doc), p) not in KNOWN_STALE)
+                     if not (REPO / p).exists() and not (doc.parent / p).exists())  # a link
     assert missing == [], f"{_rel(doc)} names files that are not in the repository: {missing}"
