@@ -16,7 +16,6 @@ Nothing here may stop the crawl: every failure is logged. See ``docs/alerts.md``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import threading
@@ -31,7 +30,8 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
 from crawler.config import readers as config
-from crawler.connections import clients as connection
+from crawler.connections import shared
+from crawler.connections.tasks import Tasks, every
 from crawler.dedup.dupefilter import RedisBloom
 from crawler.extensions.metrics import worker_id
 from crawler.frontier import crawlstate
@@ -101,7 +101,8 @@ class AlertsExtension:
         self.bloom: RedisBloom | None = None
         self.key = ""
         self.crawl_id = ""
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = Tasks("alerts")
+        self._task: asyncio.Task[None] | None = None  # the check loop, while it runs
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> AlertsExtension:
@@ -122,7 +123,7 @@ class AlertsExtension:
 
     async def spider_opened(self, spider: Spider) -> None:
         self.open(spider.name)
-        self._task = asyncio.get_running_loop().create_task(self._loop())
+        self._task = self._tasks.spawn(every(self.interval, self._check_once), "checks")
 
     def open(self, spider_name: str) -> None:
         """Resolve the crawl id, set every alert stat to 0, connect to Redis if configured."""
@@ -135,9 +136,7 @@ class AlertsExtension:
         url = config.get_str(settings, "REDIS_URL")
         if not url:
             return
-        self.redis = connection.redis_client(
-            url, config.get_dict(settings, "REDIS_PARAMS"),
-            connect_timeout=config.get_float(settings, "CONNECT_TIMEOUT", minimum=0.1))
+        self.redis = shared.redis_for(self.crawler)
         self.bloom = RedisBloom(
             self.redis, f"{{{self.crawl_id}}}:bloom",
             capacity=config.get_int(settings, "BLOOM_CAPACITY", minimum=1),
@@ -145,26 +144,21 @@ class AlertsExtension:
                                         exclusive_min=True),
             growth=config.get_int(settings, "BLOOM_GROWTH", minimum=1))
 
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.check()
-            except Exception as exc:  # Redis outage: try again next time
-                logger.warning("Alert check failed: %s", exc)
+    async def _check_once(self) -> None:
+        try:
+            await self.check()
+        except Exception as exc:  # Redis outage: try again next time
+            logger.warning("Alert check failed: %s", exc)
 
     async def spider_closed(self, spider: Spider) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        self._task = None
+        await self._tasks.close()
         await self.close()
 
     async def close(self) -> None:
         client, self.redis = self.redis, None
         if client is not None:
-            await client.aclose()
+            await shared.release_redis(self.crawler, client)
 
     async def read(self) -> AlertInput:
         """This worker's stats and, with Redis, the heartbeats and the Bloom filter's state,
