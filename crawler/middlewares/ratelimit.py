@@ -41,6 +41,7 @@ from crawler.politeness.ratelimiter import (
     normal_host,
     read_config,
 )
+from crawler.politeness.tokenbucket import Limit
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -140,11 +141,10 @@ class RateLimitMiddleware:
         return True
 
     async def _acquire(self, request: Request, host: str) -> Request | None:
-        limiter, limit = self.limiter, self.cfg.limit(host)
-        assert limiter is not None
+        limit = self.cfg.limit(host)
         while True:
             try:
-                grant = await retry(lambda: limiter.reserve(host, limit), errors=_ERRORS,
+                grant = await retry(lambda: self._reserve(host, limit), errors=_ERRORS,
                                     on_retry=self._reserve_failed, stop=self._refused,
                                     sleep=sleep)
             except RetryStopped:  # closing: the request waits in the buffer, unacknowledged
@@ -161,6 +161,10 @@ class RateLimitMiddleware:
             if self.delays:
                 return delayed(request, grant.wait - self.cfg.max_wait, dont_filter=True)
             await sleep(grant.wait - self.cfg.max_wait)
+
+    async def _reserve(self, host: str, limit: Limit) -> Grant:
+        assert self.limiter is not None
+        return await self.limiter.reserve(host, limit)
 
     def _reserve_failed(self, exc: Exception, _attempt: int, _delay: float) -> float:
         """Count a failed reservation; the request goes back to the buffer unless it sleeps."""
