@@ -21,10 +21,16 @@ def crawl(redis_url: str, mongo_uri: str, crawl_id: str) -> tuple[dict[str, Any]
     tag = uuid.uuid4().hex[:8]
     client_name, app = f"shared-{tag}", f"shared-{tag}"
     uri = mongo_uri + ("&" if "?" in mongo_uri else "?") + f"appName={app}"
-    proc = subprocess.run([sys.executable, str(SCRIPT), redis_url, uri, crawl_id, client_name,
-                           app], capture_output=True, text=True, timeout=180, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), redis_url, uri, crawl_id, client_name,
+                             app], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the crawl did not end within 120 s: {err[-5000:]}")
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1]), err
 
 
 def test_every_component_shares_one_redis_pool_and_one_mongo_client(
