@@ -16,7 +16,6 @@ Nothing here may stop the crawl: every failure is logged. See ``docs/alerts.md``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import threading
@@ -32,7 +31,9 @@ from scrapy.exceptions import NotConfigured
 
 from crawler.config import readers as config
 from crawler.config.keys import CrawlKeys, worker_id
-from crawler.connections import clients as connection
+from crawler.connections import shared
+from crawler.connections.tasks import Tasks, every
+from crawler.dedup.backend import BloomConfig
 from crawler.dedup.dupefilter import RedisBloom
 from crawler.frontier import crawlstate
 from crawler.operations.alert_rules import (
@@ -80,11 +81,7 @@ class AlertsConfig:
     webhook_timeout: float
     stale_after: float
     redis_url: str
-    redis_params: dict[str, Any]
-    connect_timeout: float
-    bloom_capacity: int
-    bloom_error_rate: float
-    bloom_growth: int
+    bloom: BloomConfig
 
     @classmethod
     def from_settings(cls, settings: Any) -> AlertsConfig:
@@ -97,12 +94,7 @@ class AlertsConfig:
             webhook_timeout=config.get_float(s, "ALERT_WEBHOOK_TIMEOUT", minimum=0,
                                              exclusive_min=True),
             stale_after=stale_after(s), redis_url=config.get_str(s, "REDIS_URL"),
-            redis_params=config.get_dict(s, "REDIS_PARAMS"),
-            connect_timeout=config.get_float(s, "CONNECT_TIMEOUT", minimum=0.1),
-            bloom_capacity=config.get_int(s, "BLOOM_CAPACITY", minimum=1),
-            bloom_error_rate=config.get_float(s, "BLOOM_ERROR_RATE", minimum=0,
-                                              exclusive_min=True),
-            bloom_growth=config.get_int(s, "BLOOM_GROWTH", minimum=1),
+            bloom=BloomConfig.from_settings(s),
         )
 
 
@@ -137,7 +129,8 @@ class AlertsExtension:
         self.bloom: RedisBloom | None = None
         self.keys = CrawlKeys("")
         self.crawl_id = ""
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = Tasks("alerts")
+        self._task: asyncio.Task[None] | None = None  # the check loop, while it runs
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> AlertsExtension:
@@ -151,7 +144,7 @@ class AlertsExtension:
 
     async def spider_opened(self, spider: Spider) -> None:
         self.open(spider.name)
-        self._task = asyncio.get_running_loop().create_task(self._loop())
+        self._task = self._tasks.spawn(every(self.interval, self._check_once), "checks")
 
     def open(self, spider_name: str) -> None:
         """Resolve the crawl id, set every alert stat to 0, connect to Redis if configured."""
@@ -163,32 +156,26 @@ class AlertsExtension:
         cfg = self.cfg
         if not cfg.redis_url:
             return
-        self.redis = connection.redis_client(cfg.redis_url, cfg.redis_params,
-                                             connect_timeout=cfg.connect_timeout)
+        self.redis = shared.redis_for(self.crawler)
         self.bloom = RedisBloom(
-            self.redis, self.keys.bloom, capacity=cfg.bloom_capacity,
-            error_rate=cfg.bloom_error_rate, growth=cfg.bloom_growth)
+            self.redis, self.keys.bloom, capacity=cfg.bloom.capacity,
+            error_rate=cfg.bloom.error_rate, growth=cfg.bloom.growth)
 
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.check()
-            except Exception as exc:  # Redis outage: try again next time
-                logger.warning("Alert check failed: %s", exc)
+    async def _check_once(self) -> None:
+        try:
+            await self.check()
+        except Exception as exc:  # Redis outage: try again next time
+            logger.warning("Alert check failed: %s", exc)
 
     async def spider_closed(self, spider: Spider) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        self._task = None
+        await self._tasks.close()
         await self.close()
 
     async def close(self) -> None:
         client, self.redis = self.redis, None
         if client is not None:
-            await client.aclose()
+            await shared.release_redis(self.crawler, client)
 
     async def read(self) -> AlertInput:
         """This worker's stats and, with Redis, the heartbeats and the Bloom filter's state,

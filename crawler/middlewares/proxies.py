@@ -24,6 +24,7 @@ from crawler.config import readers as config
 from crawler.config.readers import SettingError, mask_url
 from crawler.connections.clients import ServiceUnavailable
 from crawler.connections.retry import RedisRetry
+from crawler.connections.tasks import Tasks, every
 from crawler.frontier.delay import delayed, scheduler_delays, sleep
 from crawler.politeness.proxypool import BanPolicy, Outcome, Proxy, State
 from crawler.politeness.proxystore import ProxyStore, seed_proxies
@@ -59,7 +60,7 @@ class ProxyPoolMiddleware:
         self.seeds, self.when_none, self.ban_retries = seeds, when_none, ban_retries
         self.refresh_interval, self.wait_max = refresh_interval, wait_max
         self.delay_in_scheduler = delay_in_scheduler
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks("proxy pool")
         self._kick_again = False
         self._kicking: asyncio.Task[None] | None = None
         self._alerted = float("-inf")
@@ -102,12 +103,10 @@ class ProxyPoolMiddleware:
         logger.info("Proxy pool: %d proxies (%s), store %s, refresh every %.1fs",
                     len(self.pool.proxies), ", ".join(sorted(self.pool.proxies)) or "none",
                     type(self.store).__name__, self.refresh_interval)
-        self._spawn(self._refresh_loop())
+        self._tasks.spawn(every(self.refresh_interval, self._sync), "refresh")
 
     async def spider_closed(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
         await self.store.close()
         self._changed()
         self._gauges()
@@ -244,11 +243,6 @@ class ProxyPoolMiddleware:
             self.stats.set_value("proxy/state_lost", lost)
 
     # -- shared store -------------------------------------------------------
-    async def _refresh_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.refresh_interval)
-            await self._sync()
-
     async def _sync(self) -> None:
         before = set(self.pool.proxies)
         try:
@@ -268,18 +262,12 @@ class ProxyPoolMiddleware:
         """Sync now (a ban was seen); coalesces with a sync already under way."""
         self._kick_again = True
         if self._kicking is None or self._kicking.done():
-            self._kicking = self._spawn(self._kick_run())
+            self._kicking = self._tasks.spawn(self._kick_run(), "sync after a ban")
 
     async def _kick_run(self) -> None:
         while self._kick_again:
             self._kick_again = False
             await self._sync()
-
-    def _spawn(self, coro: Any) -> asyncio.Task[None]:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
 
 
 def _latency(request: Request) -> float | None:

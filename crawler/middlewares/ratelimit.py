@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any, Self
 
 from redis.exceptions import RedisError
@@ -26,7 +27,9 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.config import readers as config
 from crawler.connections import clients as connection
-from crawler.connections.retry import RedisRetry
+from crawler.connections import shared
+from crawler.connections.retry import RedisRetry, RetryStopped, retry
+from crawler.connections.tasks import Tasks
 from crawler.frontier.completion import REDIS_ERROR
 from crawler.frontier.delay import NOT_BEFORE_KEY, delayed, scheduler_delays, sleep
 from crawler.politeness.ratelimiter import (
@@ -38,6 +41,7 @@ from crawler.politeness.ratelimiter import (
     normal_host,
     read_config,
 )
+from crawler.politeness.tokenbucket import Limit
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -50,6 +54,14 @@ META_KEY = "ratelimit"
 _ON_TIME = 0.001  # seconds of wait not worth waiting for
 _STALE = 300.0  # a reserved slot this far in the past is not honoured (a re-queued copy)
 _ERRORS = (RedisError, OSError, asyncio.TimeoutError)
+
+
+class _GiveBack(Exception):
+    """A reservation failed: the request goes back to the buffer after *delay* seconds."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(delay)
+        self.delay = delay
 
 
 class RateLimitMiddleware:
@@ -66,6 +78,7 @@ class RateLimitMiddleware:
                                    base=cfg.backoff, cap=cfg.backoff_max)
         self._fatal: str | None = None  # the error line, once Redis refused for good
         self._closer: asyncio.Future[Any] | None = None
+        self._tasks = Tasks("rate limit")
         self._warned: set[str] = set()
 
     @classmethod
@@ -82,15 +95,15 @@ class RateLimitMiddleware:
         if not self.cfg.redis_url:
             self.limiter = LocalLimiter(self.cfg)
         else:
-            client = connection.redis_client(self.cfg.redis_url, self.cfg.redis_params,
-                                             connect_timeout=self.cfg.connect_timeout)
+            client = shared.redis_for(self.crawler)
             try:
                 await connection.check_redis(client, self.cfg.redis_url)
             except connection.ServiceUnavailable as exc:
-                await client.aclose()
+                await shared.release_redis(self.crawler, client)
                 logger.error("Rate limit: %s", exc)
                 raise CloseSpider("ratelimit_redis_unavailable") from exc
-            self.limiter = RedisLimiter(client, self.cfg.crawl_id, self.cfg)
+            self.limiter = RedisLimiter(client, self.cfg.crawl_id, self.cfg,
+                                        release=partial(shared.release_redis, self.crawler))
         self._opened.set()
         logger.info(
             "Rate limit: %g requests/s, burst %g per host (%d hosts configured), %s; "
@@ -128,20 +141,16 @@ class RateLimitMiddleware:
         return True
 
     async def _acquire(self, request: Request, host: str) -> Request | None:
-        assert self.limiter is not None
         limit = self.cfg.limit(host)
         while True:
-            if self._refused():  # closing: the request waits in the buffer, unacknowledged
-                return delayed(request, self.cfg.backoff_max, dont_filter=True)
             try:
-                grant = await self.limiter.reserve(host, limit)
-            except _ERRORS as exc:
-                self.stats.inc_value("ratelimit/redis_errors")
-                delay = self.retry.failed(exc)
-                if self.delays or not self._running() or self._refused():
-                    return delayed(request, delay, dont_filter=True)
-                await sleep(delay)
-                continue
+                grant = await retry(lambda: self._reserve(host, limit), errors=_ERRORS,
+                                    on_retry=self._reserve_failed, stop=self._refused,
+                                    sleep=sleep)
+            except RetryStopped:  # closing: the request waits in the buffer, unacknowledged
+                return delayed(request, self.cfg.backoff_max, dont_filter=True)
+            except _GiveBack as back:
+                return delayed(request, back.delay, dont_filter=True)
             self.retry.succeeded()
             self._note(host, grant)
             request.meta[META_KEY] = {"host": host, "taken": grant.now, "reserved": False,
@@ -152,6 +161,18 @@ class RateLimitMiddleware:
             if self.delays:
                 return delayed(request, grant.wait - self.cfg.max_wait, dont_filter=True)
             await sleep(grant.wait - self.cfg.max_wait)
+
+    async def _reserve(self, host: str, limit: Limit) -> Grant:
+        assert self.limiter is not None
+        return await self.limiter.reserve(host, limit)
+
+    def _reserve_failed(self, exc: Exception, _attempt: int, _delay: float) -> float:
+        """Count a failed reservation; the request goes back to the buffer unless it sleeps."""
+        self.stats.inc_value("ratelimit/redis_errors")
+        delay = self.retry.failed(exc)
+        if self.delays or not self._running() or self._refused():
+            raise _GiveBack(delay)
+        return delay
 
     async def _wait(self, request: Request, wait: float) -> Request | None:
         self.stats.inc_value("ratelimit/granted")
@@ -187,7 +208,8 @@ class RateLimitMiddleware:
         engine = self.crawler.engine
         if engine is not None:
             logger.info("Closing: Redis refuses the rate limit: %s", self._fatal)
-            self._closer = asyncio.ensure_future(engine.close_spider_async(reason=REDIS_ERROR))
+            self._closer = self._tasks.spawn(engine.close_spider_async(reason=REDIS_ERROR),
+                                             "close the worker")
         return True
 
     def _running(self) -> bool:

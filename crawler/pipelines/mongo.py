@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Self
 
 import bson
@@ -26,6 +28,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 
 from crawler.config import defaults
 from crawler.config.readers import mask_url
+from crawler.connections import shared
 from crawler.connections.clients import ServiceUnavailable, check_mongo, mongo_client
 from crawler.storage.errors import describe
 from crawler.storage.settings import StorageConfig
@@ -72,7 +75,11 @@ class MongoPipeline:
         timeout: float = defaults.MONGO_TIMEOUT,
         write_timeout: float = defaults.MONGO_WRITE_TIMEOUT,
         index_timeout: float = defaults.MONGO_INDEX_TIMEOUT,
+        connect: Callable[[], AsyncMongoClient[dict[str, Any]]] | None = None,
+        release: Callable[[AsyncMongoClient[dict[str, Any]]], Awaitable[None]] | None = None,
     ) -> None:
+        """*connect* gives the client at :meth:`open_spider`, *release* takes it back at
+        :meth:`close_spider`; by default the pipeline builds its own and closes it."""
         self.uri, self.database, self.collection_name = uri, database, collection
         self.batch_size, self.batch_timeout = batch_size, batch_timeout
         self.key_fields = list(key_fields or defaults.MONGO_KEY_FIELDS)
@@ -82,6 +89,7 @@ class MongoPipeline:
         self.connect_timeout, self.index_timeout = connect_timeout, index_timeout
         self.timeout, self.write_timeout = timeout, write_timeout
         self._fingerprinter = fingerprinter
+        self._connect, self._release = connect, release
         self._client: AsyncMongoClient[dict[str, Any]] | None = None
         self._doc_limit = _DOC_LIMIT
         self._writer = BatchWriter(uri=uri, batch_size=batch_size, batch_timeout=batch_timeout,
@@ -110,20 +118,20 @@ class MongoPipeline:
             retry_backoff_max=cfg.retry_backoff_max, connect_timeout=cfg.connect_timeout,
             timeout=cfg.timeout, write_timeout=cfg.write_timeout,
             index_timeout=cfg.index_timeout,
+            connect=partial(shared.mongo_for, crawler),
+            release=partial(shared.release_mongo, crawler),
         )
 
     async def open_spider(self, spider: Spider | None = None) -> None:
         """Connect, check the server answers and create the indexes."""
-        client = mongo_client(self.uri, connect_timeout=self.connect_timeout,
-                              write_concern=self.write_concern, journal=self.journal,
-                              timeout=self.timeout, write_timeout=self.write_timeout)
+        client = self._new_client()
         try:
             await check_mongo(client, self.uri)
             hello = await client.admin.command("hello")
             collection = client[self.database][self.collection_name]
             await self._create_indexes(collection)
         except BaseException as exc:
-            await client.close()
+            await self._give_back(client)
             if isinstance(exc, PyMongoError):
                 raise ServiceUnavailable("MONGO_URI", self.uri, f"at start-up: {exc}") from exc
             raise
@@ -132,6 +140,16 @@ class MongoPipeline:
         logger.info("Storing items in MongoDB %s, collection %s.%s (batches of %d, w=%s)",
                     mask_url(self.uri), self.database, self.collection_name, self.batch_size,
                     self.write_concern)
+
+    def _new_client(self) -> AsyncMongoClient[dict[str, Any]]:
+        if self._connect is not None:
+            return self._connect()
+        return mongo_client(self.uri, connect_timeout=self.connect_timeout,
+                            write_concern=self.write_concern, journal=self.journal,
+                            timeout=self.timeout, write_timeout=self.write_timeout)
+
+    async def _give_back(self, client: AsyncMongoClient[dict[str, Any]]) -> None:
+        await (client.close() if self._release is None else self._release(client))
 
     async def _create_indexes(self, collection: AsyncCollection[dict[str, Any]]) -> None:
         """Create ``MONGO_INDEXES`` within ``MONGO_INDEX_TIMEOUT``, or fail with one line."""
@@ -161,8 +179,9 @@ class MongoPipeline:
         """Write what is left, wait for it, and close the client."""
         await self._writer.close()
         if self._client is not None:
-            await self._client.close()
-            self._client = self._collection = None
+            client, self._client = self._client, None
+            self._collection = None
+            await self._give_back(client)
 
     def _key(self, adapter: ItemAdapter) -> str:
         missing = [name for name in self.key_fields if adapter.get(name) in (None, "")]

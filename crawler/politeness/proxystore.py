@@ -30,7 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -40,6 +41,7 @@ from crawler.config import readers as config
 from crawler.config.keys import CrawlKeys
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
+from crawler.connections import shared
 from crawler.politeness.proxypool import (
     Health,
     Outcome,
@@ -175,18 +177,22 @@ class RedisProxyStore(ProxyStore):
 
     shared = True
 
-    def __init__(self, pool: ProxyPool, client: aioredis.Redis, crawl_id: str, *,
-                 redis_url: str = "") -> None:
+    def __init__(self, pool: ProxyPool, client: aioredis.Redis | None, crawl_id: str, *,
+                 redis_url: str = "", connect: Callable[[], aioredis.Redis] | None = None,
+                 release: Callable[[aioredis.Redis], Awaitable[None]] | None = None) -> None:
+        """*client*, or ``None`` and *connect*, which :meth:`open` calls for it; *release*
+        gives it back at :meth:`close` (by default the store closes it)."""
         super().__init__(pool)
-        self.client, self.redis_url = client, redis_url
+        self.redis_url = redis_url
+        self._connect, self._release = connect, release
         keys = CrawlKeys(crawl_id)
         self.members_key = keys.proxies
         self.seeded_key = keys.proxy_seeded
         self.health_key = keys.proxy_health
         self.tombstone_key = keys.proxy_tombstone
-        self._seed_script = client.register_script(_SEED)
-        self._sync_script = client.register_script(_SYNC)
-        self._restore_script = client.register_script(_RESTORE)
+        self.client: aioredis.Redis | None = None
+        if client is not None:
+            self._use(client)
         self.lost = 0  # times the members set was found lost and the last known set kept
         self._lost_now = False
         self._pending: list[Observation] = []
@@ -200,14 +206,22 @@ class RedisProxyStore(ProxyStore):
         url = config.get_str(settings, "REDIS_URL")
         if not url:
             raise SettingError("REDIS_URL", "RedisProxyStore (PROXY_STORE) needs a Redis URL")
-        client = connection.redis_client(
-            url, config.get_dict(settings, "REDIS_PARAMS"),
-            connect_timeout=config.get_float(settings, "CONNECT_TIMEOUT", minimum=0))
         assert crawler.spidercls is not None
         crawl = config.crawl_id(settings, crawler.spidercls.name)
-        return cls(ProxyPool(pool_policy(settings)), client, crawl, redis_url=url)
+        return cls(ProxyPool(pool_policy(settings)), None, crawl, redis_url=url,
+                   connect=partial(shared.redis_for, crawler),
+                   release=partial(shared.release_redis, crawler))
+
+    def _use(self, client: aioredis.Redis) -> None:
+        self.client = client
+        self._seed_script = client.register_script(_SEED)
+        self._sync_script = client.register_script(_SYNC)
+        self._restore_script = client.register_script(_RESTORE)
 
     async def open(self, seeds: Sequence[Proxy]) -> None:
+        if self.client is None and self._connect is not None:
+            self._use(self._connect())
+        assert self.client is not None, "RedisProxyStore needs a client or connect"
         await connection.check_redis(self.client, self.redis_url)
         added = await self._seed_script(keys=[self.members_key, self.seeded_key],
                                         args=[p.url for p in seeds])
@@ -264,12 +278,20 @@ class RedisProxyStore(ProxyStore):
         self.pool.set_proxies(proxies)
 
     async def close(self) -> None:
+        if self.client is None:  # never opened, or closed already
+            return
         try:
             await self.sync()
         except (RedisError, OSError) as exc:
             logger.warning("Could not write the last proxy observations to Redis: %s", exc)
         finally:
-            await self.client.aclose()
+            await self._give_back()
+
+    async def _give_back(self) -> None:
+        client, self.client = self.client, None
+        if client is None:
+            return
+        await (client.aclose() if self._release is None else self._release(client))
 
     async def _exchange(self, batch: list[Observation]) -> tuple[list[str], bool]:
         """Write *batch*, read everything; returns the members and whether the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -145,8 +146,10 @@ class RedisLimiter:
     """Buckets of every worker in Redis: ``{<CRAWL_ID>}:ratelimit:<host>`` hashes, and the
     live overrides in the hash ``{<CRAWL_ID>}:ratelimit:overrides`` (host -> JSON)."""
 
-    def __init__(self, client: aioredis.Redis, crawl_id: str, cfg: RateLimitConfig) -> None:
-        self.client, self.cfg = client, cfg
+    def __init__(self, client: aioredis.Redis, crawl_id: str, cfg: RateLimitConfig, *,
+                 release: Callable[[aioredis.Redis], Awaitable[None]] | None = None) -> None:
+        """*release* gives *client* back at :meth:`close` (by default the limiter closes it)."""
+        self.client, self.cfg, self._release = client, cfg, release
         self.keys = CrawlKeys(crawl_id)
         self.overrides_key = self.keys.ratelimit_overrides
         self._reserve = client.register_script(LUA_RESERVE)
@@ -181,7 +184,10 @@ class RedisLimiter:
         return bool(changed), float(rate)
 
     async def close(self) -> None:
-        await self.client.aclose()
+        if self._release is None:
+            await self.client.aclose()
+        else:
+            await self._release(self.client)
 
 
 class LocalLimiter:

@@ -11,17 +11,20 @@ before its failure is recorded.
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Self
 
 from pymongo.errors import OperationFailure, PyMongoError, WriteError
 
 from crawler.config import defaults
 from crawler.config.readers import mask_url
+from crawler.connections import shared
 from crawler.connections.clients import mongo_client
+from crawler.connections.retry import retry
 from crawler.storage.errors import describe, rejects_document
 from crawler.storage.settings import StorageConfig
 from crawler.storage.writer import is_transient, retry_delay
@@ -67,6 +70,11 @@ def _rejected(exc: PyMongoError) -> bool:
     return rejects_document(details)
 
 
+def _retried(exc: Exception) -> bool:
+    """Every error but a rejection of the document is retried."""
+    return not (isinstance(exc, PyMongoError) and _rejected(exc))
+
+
 class FailureStore:
     """Upserts :class:`Failure` documents; connects on first use."""
 
@@ -80,13 +88,18 @@ class FailureStore:
         timeout: float = defaults.MONGO_TIMEOUT,
         write_timeout: float = defaults.MONGO_WRITE_TIMEOUT,
         stats: StatsCollector | None = None,
+        connect: Callable[[], AsyncMongoClient[dict[str, Any]]] | None = None,
+        release: Callable[[AsyncMongoClient[dict[str, Any]]], Awaitable[None]] | None = None,
     ) -> None:
+        """*connect* gives the client on first use, *release* takes it back at :meth:`close`;
+        by default the store builds its own and closes it."""
         self.uri, self.database, self.collection_name = uri, database, collection
         self.write_concern, self.journal = write_concern, journal
         self.retry_backoff, self.retry_backoff_max = retry_backoff, retry_backoff_max
         self.connect_timeout, self.timeout = connect_timeout, timeout
         self.write_timeout = write_timeout
         self._stats = stats
+        self._connect, self._release = connect, release
         self._client: AsyncMongoClient[dict[str, Any]] | None = None
 
     @classmethod
@@ -101,6 +114,8 @@ class FailureStore:
             retry_backoff=cfg.retry_backoff, retry_backoff_max=cfg.retry_backoff_max,
             connect_timeout=cfg.connect_timeout, timeout=cfg.timeout,
             write_timeout=cfg.write_timeout, stats=crawler.stats,
+            connect=partial(shared.mongo_for, crawler),
+            release=partial(shared.release_mongo, crawler),
         )
 
     async def record(self, failure: Failure) -> bool:
@@ -109,37 +124,40 @@ class FailureStore:
         Every error but a rejection of the document is retried with backoff for ever.
         """
         document = failure.document()
-        attempt = 0
-        while True:
-            try:
-                await self._collection().replace_one(
-                    {"_id": document["_id"]}, document, upsert=True)
-                break
-            except PyMongoError as exc:
-                if _rejected(exc):
-                    self._inc("retry/failure_store_errors")
-                    logger.error("Cannot record the failure of %s in MongoDB: %s",
-                                 failure.url, describe(exc))
-                    return False
-                self._retrying(attempt, exc)
-            await asyncio.sleep(retry_delay(attempt, self.retry_backoff, self.retry_backoff_max))
-            attempt += 1
-        if attempt:
-            logger.info("Recorded the failure of %s after %d retries", failure.url, attempt)
+        attempts = 0
+
+        def retrying(exc: Exception, attempt: int, _delay: float) -> None:
+            nonlocal attempts
+            attempts = attempt + 1
+            assert isinstance(exc, PyMongoError)
+            self._retrying(attempt, exc)
+
+        try:
+            await retry(lambda: self._collection().replace_one(
+                            {"_id": document["_id"]}, document, upsert=True),
+                        errors=(PyMongoError,), is_transient=_retried, on_retry=retrying,
+                        base=self.retry_backoff, cap=self.retry_backoff_max)
+        except PyMongoError as exc:  # the document itself can never be stored
+            self._inc("retry/failure_store_errors")
+            logger.error("Cannot record the failure of %s in MongoDB: %s",
+                         failure.url, describe(exc))
+            return False
+        if attempts:
+            logger.info("Recorded the failure of %s after %d retries", failure.url, attempts)
         self._inc("retry/failures_stored")
         return True
 
     async def close(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None
-            await client.close()
+            await (client.close() if self._release is None else self._release(client))
 
     def _collection(self) -> AsyncCollection[dict[str, Any]]:
         if self._client is None:  # builds a client; it connects on its first operation
-            self._client = mongo_client(self.uri, connect_timeout=self.connect_timeout,
-                                        write_concern=self.write_concern, journal=self.journal,
-                                        timeout=self.timeout,
-                                        write_timeout=self.write_timeout)
+            self._client = self._connect() if self._connect is not None else mongo_client(
+                self.uri, connect_timeout=self.connect_timeout,
+                write_concern=self.write_concern, journal=self.journal, timeout=self.timeout,
+                write_timeout=self.write_timeout)
         return self._client[self.database][self.collection_name]
 
     def _retrying(self, attempt: int, error: PyMongoError) -> None:

@@ -1,6 +1,8 @@
 """The storage concern's settings: every ``MONGO_*`` setting (and ``CONNECT_TIMEOUT``), read
 and checked in one place into a frozen :class:`StorageConfig`, which the item pipeline and the
-failure store share (:meth:`StorageConfig.of` builds it once per crawler)."""
+failure store share (:meth:`StorageConfig.of` builds it once per crawler).
+The client's own options (timeouts, write concern) are read in
+:mod:`crawler.connections.options`, re-exported here."""
 
 from __future__ import annotations
 
@@ -12,6 +14,15 @@ from scrapy.settings import BaseSettings
 
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
+from crawler.connections.options import (
+    connect_timeout,
+    mongo_timeout,
+    write_concern_setting,
+    write_timeout_setting,
+)
+
+__all__ = ["StorageConfig", "database_name", "mongo_timeout", "write_concern_setting",
+           "write_timeout_setting"]
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -55,7 +66,7 @@ class StorageConfig:
             write_concern=write_concern_setting(s), journal=config.get_bool(s, "MONGO_JOURNAL"),
             indexes=tuple(config.get_list(s, "MONGO_INDEXES")), retry_backoff=backoff,
             retry_backoff_max=config.get_float(s, "MONGO_RETRY_BACKOFF_MAX", minimum=backoff),
-            connect_timeout=_positive(s, "CONNECT_TIMEOUT"), timeout=mongo_timeout(s),
+            connect_timeout=connect_timeout(s), timeout=mongo_timeout(s),
             write_timeout=write_timeout_setting(s),
             index_timeout=_positive(s, "MONGO_INDEX_TIMEOUT"),
         )
@@ -85,36 +96,3 @@ def database_name(settings: BaseSettings) -> str:
     if not name or any(char in name for char in '/\\. "$\0') or len(name) > 63:
         raise SettingError("MONGO_DATABASE", f"{name!r} is not a valid MongoDB database name")
     return name
-
-
-def mongo_timeout(settings: BaseSettings) -> float:
-    return _positive(settings, "MONGO_TIMEOUT")
-
-
-def write_timeout_setting(settings: BaseSettings) -> float:
-    """``MONGO_WRITE_TIMEOUT``, shorter than ``MONGO_TIMEOUT``: the server's answer comes first."""
-    value = _positive(settings, "MONGO_WRITE_TIMEOUT")
-    if value >= mongo_timeout(settings):
-        raise SettingError("MONGO_WRITE_TIMEOUT", f"{value:g} must be shorter than "
-                           f"MONGO_TIMEOUT ({mongo_timeout(settings):g}), so that MongoDB "
-                           "reports a write concern timeout before the connection times out")
-    return value
-
-
-def write_concern_setting(settings: BaseSettings) -> str | int:
-    value = config.raw(settings, "MONGO_WRITE_CONCERN")
-    if isinstance(value, str) and value.strip().lower() == "majority":
-        return "majority"
-    number = -1
-    if not isinstance(value, bool):
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            pass
-    if number < 0:
-        raise SettingError("MONGO_WRITE_CONCERN",
-                           f'expected "majority" or an integer >= 0, got {value!r}')
-    if number == 0 and config.get_bool(settings, "MONGO_JOURNAL"):
-        raise SettingError("MONGO_WRITE_CONCERN",
-                           "0 (unacknowledged writes) cannot be combined with MONGO_JOURNAL=True")
-    return number

@@ -23,6 +23,8 @@ from pymongo.errors import BulkWriteError, PyMongoError
 from scrapy.exceptions import DropItem
 
 from crawler.config.readers import mask_url
+from crawler.connections.retry import backoff, retry
+from crawler.connections.tasks import Tasks
 from crawler.storage.errors import (
     TRANSIENT_CODES,
     describe,
@@ -44,9 +46,16 @@ __all__ = ["TRANSIENT_CODES", "Batch", "BatchWriter", "is_transient",
 logger = logging.getLogger("crawler.pipelines.mongo")
 
 
-def retry_delay(attempt: int, base: float, cap: float) -> float:
-    """Seconds to wait before retry number *attempt* (0-based): doubling, capped."""
-    return min(cap, base * 2 ** min(attempt, 32))
+#: seconds to wait before retry number *attempt* (0-based): doubling, capped
+retry_delay = backoff
+
+
+class _Unwritten(Exception):
+    """Part of a batch must be written again: *cause* says why (an error or a line)."""
+
+    def __init__(self, cause: object, *, transient: bool) -> None:
+        super().__init__(cause)
+        self.cause, self.transient = cause, transient
 
 
 def is_transient_write_error(error: dict[str, Any]) -> bool:
@@ -102,6 +111,7 @@ class BatchWriter:
         self._batch = Batch()
         self._sealed: deque[Batch] = deque()
         self._task: asyncio.Task[None] | None = None
+        self._tasks = Tasks("MongoDB writer")
         self._outage_since: float | None = None
 
     def add(self, key: str, doc: RawBSONDocument) -> asyncio.Future[None]:
@@ -124,7 +134,7 @@ class BatchWriter:
             return
         self._sealed.append(batch)
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._drain())
+            self._task = self._tasks.spawn(self._drain(), "batch writes")
 
     async def close(self) -> None:
         """Seal the open batch and wait until every sealed batch is written."""
@@ -155,32 +165,43 @@ class BatchWriter:
                     raise
 
     async def _write(self, batch: Batch) -> None:
-        assert self.collection is not None
-        todo, attempt = list(range(len(batch.ops))), 0
-        while todo:
-            try:
-                result = await self.collection.bulk_write(
-                    [batch.ops[i] for i in todo], ordered=False)
-            except BulkWriteError as exc:
-                todo = self._partial(batch, todo, exc.details, attempt)
-            except PyMongoError as exc:  # the whole batch failed: it stalls, whatever the error
-                self._failed(exc, attempt, transient=is_transient(exc))
-            else:
-                stored = (result.upserted_count + result.matched_count
-                          if result.acknowledged else len(todo))
-                self._stored(batch, todo, stored)
-                todo = []
-            if todo:
-                await asyncio.sleep(self._delay(attempt))
-                attempt += 1
+        """Write *batch* until every document is stored or rejected."""
+        todo, attempts = list(range(len(batch.ops))), 0
+
+        async def attempt() -> None:
+            todo[:] = await self._attempt(batch, todo, attempts)
+
+        def failed(exc: Exception, number: int, _delay: float) -> None:
+            nonlocal attempts
+            attempts = number + 1
+            if isinstance(exc, _Unwritten):
+                self._failed(exc.cause, number, transient=exc.transient)
+            else:  # the whole batch failed: it stalls, whatever the error
+                self._failed(exc, number, transient=is_transient(exc))
+
+        await retry(attempt, errors=(PyMongoError, _Unwritten), on_retry=failed,
+                    base=self.retry_backoff, cap=self.retry_backoff_max)
         self._inc("mongo/batches")
-        self._recovered(attempt)
+        self._recovered(attempts)
+
+    async def _attempt(self, batch: Batch, todo: list[int], attempt: int) -> list[int]:
+        """Write the documents *todo* once; what is left, or :class:`_Unwritten` to retry."""
+        assert self.collection is not None
+        try:
+            result = await self.collection.bulk_write([batch.ops[i] for i in todo],
+                                                      ordered=False)
+        except BulkWriteError as exc:
+            return self._partial(batch, todo, exc.details, attempt)
+        stored = result.upserted_count + result.matched_count if result.acknowledged else len(todo)
+        self._stored(batch, todo, stored)
+        return []
 
     def _partial(self, batch: Batch, todo: list[int], details: Mapping[str, Any],
                  attempt: int) -> list[int]:
-        """Reject the documents that can never be stored; return what to write again."""
+        """Reject the documents that can never be stored; :class:`_Unwritten` with what to
+        write again (or ``[]``: nothing left)."""
         failed: set[int] = set()
-        retry: list[tuple[int, dict[str, Any]]] = []
+        retried: list[tuple[int, dict[str, Any]]] = []
         for error in details.get("writeErrors", []):
             position = todo[error["index"]]
             failed.add(position)
@@ -189,19 +210,24 @@ class BatchWriter:
                           f"{error.get('errmsg')} (code {error.get('code')})")
                 batch.settle(position, self.reject(reason))
             else:
-                retry.append((position, error))
-        again = [position for position, _ in retry]
+                retried.append((position, error))
+        again = [position for position, _ in retried]
         if details.get("writeConcernErrors"):  # applied, not confirmed: write them again
             concern = details["writeConcernErrors"][-1]
-            self._failed(concern, attempt, transient=concern.get("code") in TRANSIENT_CODES)
-            return [i for i in todo if i not in failed or i in again]
+            transient = concern.get("code") in TRANSIENT_CODES
+            todo[:] = [i for i in todo if i not in failed or i in again]
+            if not todo:  # nothing left to confirm: said once, not retried
+                self._failed(concern, attempt, transient=transient)
+                return []
+            raise _Unwritten(concern, transient=transient) from None
         done = [i for i in todo if i not in failed]
         self._stored(batch, done, details.get("nUpserted", 0) + details.get("nMatched", 0))
-        if retry:
-            errors = [error for _, error in retry]
-            self._failed(f"{len(retry)} write errors, the first: {describe(errors[0])}", attempt,
-                         transient=all(is_transient_write_error(e) for e in errors))
-        return again
+        if not retried:
+            return []
+        errors = [error for _, error in retried]
+        todo[:] = again
+        raise _Unwritten(f"{len(retried)} write errors, the first: {describe(errors[0])}",
+                         transient=all(is_transient_write_error(e) for e in errors)) from None
 
     def _stored(self, batch: Batch, positions: list[int], count: int) -> None:
         for position in positions:

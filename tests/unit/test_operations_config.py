@@ -23,8 +23,8 @@ def test_alerts_defaults() -> None:
     assert cfg.limits == Thresholds()
     assert (cfg.interval, cfg.ttl, cfg.webhook, cfg.webhook_timeout) == (10.0, 60.0, "", 5.0)
     assert cfg.stale_after == 7.0  # the crawl's rule at the defaults
-    assert (cfg.redis_url, cfg.redis_params, cfg.connect_timeout) == ("", {}, 5.0)
-    assert (cfg.bloom_capacity, cfg.bloom_error_rate, cfg.bloom_growth) == (10_000_000, 0.001, 2)
+    assert cfg.redis_url == ""  # the client itself: crawler.connections.options.RedisOptions
+    assert (cfg.bloom.capacity, cfg.bloom.error_rate, cfg.bloom.growth) == (10_000_000, 0.001, 2)
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.ttl = 1.0  # type: ignore[misc]
 
@@ -32,7 +32,7 @@ def test_alerts_defaults() -> None:
 @pytest.mark.parametrize(("name", "value"), [
     ("ALERT_INTERVAL", 0), ("ALERT_TTL", 0.5), ("ALERT_WEBHOOK_TIMEOUT", 0),
     ("ALERT_FAILURE_RATE", 1.5), ("ALERT_MIN_PROXIES", -1), ("ALERT_BLOOM_FILL", -0.1),
-    ("ALERT_NODE_SILENT_SECONDS", 0), ("CONNECT_TIMEOUT", 0.05), ("REDIS_PARAMS", "[1]"),
+    ("ALERT_NODE_SILENT_SECONDS", 0),
     ("BLOOM_CAPACITY", 0), ("BLOOM_ERROR_RATE", 0), ("BLOOM_GROWTH", 0),
 ])
 def test_alerts_bad_value_names_its_setting(name: str, value: Any) -> None:
