@@ -19,12 +19,8 @@ from typing import Any
 import pytest
 from helpers import wait_until
 from kafka_log import read_topic
-from scrapy.settings import Settings
 
-from crawler.config import defaults
-from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
-from crawler.frontier.config import FrontierConfig
 from crawler.frontier.producer import Sender
 from crawler.localstack.stack import Stack
 
@@ -112,21 +108,3 @@ def test_sends_complete_after_a_freeze_longer_than_the_delivery_timeout(
     for value, place in acked.items():
         assert in_log.get(place) == value, f"{value} acked at {place}: {in_log.get(place)}"
     assert set(in_log.values()) == set(values)
-
-
-def _config(**overrides: object) -> FrontierConfig:
-    settings = Settings()
-    settings.setmodule(defaults)
-    settings.setdict({"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:9", "REDIS_URL": "redis://x",
-                      **overrides})
-    return FrontierConfig.from_settings(settings, "site")
-
-
-def test_the_delivery_timeout_is_validated_at_start_up() -> None:
-    assert _config().delivery_timeout == defaults.KAFKA_DELIVERY_TIMEOUT == 120.0
-    assert _config(KAFKA_DELIVERY_TIMEOUT=DELIVERY_TIMEOUT).delivery_timeout == DELIVERY_TIMEOUT
-    for bad in ("abc", 0, 9.9):  # 9.9 s: shorter than the 10 s request timeout
-        with pytest.raises(SettingError, match="KAFKA_DELIVERY_TIMEOUT"):
-            _config(KAFKA_DELIVERY_TIMEOUT=bad)
-    with pytest.raises(SettingError, match="KAFKA_DELIVERY_TIMEOUT"):  # linger counts too
-        _config(KAFKA_DELIVERY_TIMEOUT=12, CONNECT_TIMEOUT=12)
