@@ -11,11 +11,7 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
-from scrapy import Spider
-from scrapy.utils.misc import build_from_crawler
-from scrapy.utils.test import get_crawler
 
-from crawler.config.readers import SettingError
 from crawler.connections.clients import redis_client
 from crawler.politeness.proxypool import Health, Outcome, PoolPolicy, ProxyPool, State, parse_proxy
 from crawler.politeness.proxystore import _SYNC, RedisProxyStore
@@ -215,14 +211,3 @@ def test_a_worker_that_cannot_reach_redis_keeps_its_view_and_its_evidence(
         async with workers(redis_url, crawl_id, [], count=1) as (two,):
             assert two.pool.get(bad).state is State.DEAD  # the kept evidence arrived
     run(body)
-
-
-class ProxySpider(Spider):
-    name = "proxies"
-
-
-def test_the_store_needs_redis_url(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("REDIS_URL", raising=False)
-    crawler = get_crawler(ProxySpider, {"PROXY_STORE": "crawler.politeness.RedisProxyStore"})
-    with pytest.raises(SettingError, match="REDIS_URL"):
-        build_from_crawler(RedisProxyStore, crawler)
