@@ -21,14 +21,12 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 from scrapy import Request, Spider, signals
-from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 from servers.testproxies import start_proxies
 
 from crawler.config.keys import CrawlKeys, worker_id
-from crawler.config.readers import SettingError
 from crawler.extensions.metrics import MetricsExporter
 from crawler.localstack.demo import Worker, start_worker, wait_all, worker_command, worker_logs
 from crawler.localstack.stack import Stack
@@ -91,18 +89,6 @@ def port_of(exporter: MetricsExporter) -> int:
     port = exporter.crawler.stats.get_value("metrics/port")
     assert isinstance(port, int)
     return port
-
-
-def test_not_configured_unless_enabled() -> None:
-    crawler = get_crawler(MetricsSpider, {})
-    with pytest.raises(NotConfigured):
-        build_from_crawler(MetricsExporter, crawler)
-
-
-@pytest.mark.parametrize("port", ["abc", -1, 70000])
-def test_a_bad_port_is_named(port: Any) -> None:
-    with pytest.raises(SettingError, match="METRICS_PORT"):
-        build(METRICS_PORT=port)
 
 
 def test_port_zero_picks_a_free_port_recorded_in_stats_and_logged(
