@@ -12,8 +12,6 @@ from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
-from scrapy.http import HtmlResponse
-from scrapy.linkextractors import LinkExtractor
 
 from benchmarks.micro_demo_site import count_connections
 from crawler.localstack.demo_site import generate, page_path, serve, site_urls, start_server_process
@@ -54,23 +52,6 @@ def _bfs(start: str) -> tuple[set[str], set[str]]:
     return seen, external
 
 
-def test_files(site_dir: Path) -> None:
-    for n in range(PAGES):
-        html = (site_dir / page_path(n)).read_text()
-        assert 5 * 1024 <= len(html.encode()) <= 8 * 1024, n
-        assert f"<title>Page {n}</title>" in html
-    assert not (site_dir / page_path(PAGES)).exists()
-
-
-def test_deterministic(site_dir: Path, tmp_path: Path) -> None:
-    generate(tmp_path / "same", PAGES)
-    generate(tmp_path / "other", PAGES, seed=2)
-    for n in (0, 1, 57, PAGES - 1):
-        html = (site_dir / page_path(n)).read_text()
-        assert (tmp_path / "same" / page_path(n)).read_text() == html
-        assert (tmp_path / "other" / page_path(n)).read_text() != html
-
-
 def test_bfs_reaches_exactly_the_site(site_dir: Path) -> None:
     server = serve(site_dir)
     try:
@@ -79,29 +60,6 @@ def test_bfs_reaches_exactly_the_site(site_dir: Path) -> None:
         server.close()
     assert seen == set(site_urls(server.base_url, PAGES))
     assert external == {"http://example.invalid/x"}
-
-
-def test_tree_links_alone_reach_every_page(site_dir: Path) -> None:
-    reached, stack = set(), [0]
-    while stack:
-        n = stack.pop()
-        reached.add(n)
-        html = (site_dir / page_path(n)).read_text()
-        children = html.split('<ul class="children">')[1].split("</ul>")[0]
-        stack.extend(int(c) for c in re.findall(r"Page (\d+)", children))
-    assert reached == set(range(PAGES))
-
-
-def test_scrapy_link_extractor_sees_one_url_per_page(site_dir: Path) -> None:
-    base = "http://127.0.0.1:8000"
-    urls = site_urls(base, PAGES)
-    extractor = LinkExtractor(deny_domains=["example.invalid"])
-    found: set[str] = set()
-    for n, url in enumerate(urls):
-        body = (site_dir / page_path(n)).read_bytes()
-        response = HtmlResponse(url, body=body, encoding="utf-8")
-        found.update(urldefrag(link.url).url for link in extractor.extract_links(response))
-    assert found == set(urls)
 
 
 def test_keep_alive_reuses_one_connection_per_client(site_dir: Path) -> None:
