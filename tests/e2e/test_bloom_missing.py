@@ -31,7 +31,6 @@ RESTARTED = 10
 PARAMS = {"capacity": 1000, "error_rate": 0.01, "growth": 2}
 
 
-
 def test_a_vanished_filter_pauses_until_it_is_back(
     own_redis: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -144,16 +143,3 @@ def test_flushall_mid_crawl_pauses_the_workers(stack, crawl_id: str, tmp_path: P
     assert len(refetched) <= RESTARTED, (f"{len(refetched)} pages fetched before the flush "
                                          f"were fetched again, e.g. {refetched[:5]}")
     assert logs.count(PAUSED) >= 2, logs[-3000:]
-
-
-def test_bloom_on_missing_is_validated() -> None:
-    from scrapy.settings import Settings
-
-    from crawler.config import defaults
-    from crawler.config.readers import SettingError
-    from crawler.dedup.backend import on_missing_setting
-
-    assert on_missing_setting(Settings({"BLOOM_ON_MISSING": defaults.BLOOM_ON_MISSING})) == "pause"
-    assert on_missing_setting(Settings({"BLOOM_ON_MISSING": "Recreate"})) == "recreate"
-    with pytest.raises(SettingError, match="BLOOM_ON_MISSING"):
-        on_missing_setting(Settings({"BLOOM_ON_MISSING": "ignore"}))
