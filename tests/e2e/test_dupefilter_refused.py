@@ -17,7 +17,6 @@ from helpers import wait_until
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
-from crawler.config.readers import SettingError
 from crawler.connections.clients import redis_client
 from crawler.dedup.dupefilter import RedisBloom
 from crawler.dedup.local import LocalBloom
@@ -33,7 +32,6 @@ REFUSED = "retrying cannot help"
 
 class _Spider(Spider):
     name = "wiring"
-
 
 
 def _scheduler(redis_url: str, crawl_id: str, **settings: Any) -> KafkaScheduler:
@@ -68,11 +66,6 @@ def test_bloom_on_missing_reaches_the_scheduler_filter(own_redis: str, crawl_id:
     paused, exists = asyncio.run(scenario())
     assert (paused, exists) == ((True, 0) if on_missing == "pause" else (False, 1))
     assert scheduler.stats.get_value("bloom/missing") == 1
-
-
-def test_bloom_on_missing_is_checked_by_from_crawler(crawl_id: str) -> None:
-    with pytest.raises(SettingError, match="BLOOM_ON_MISSING"):
-        _scheduler("redis://127.0.0.1:1", crawl_id, BLOOM_ON_MISSING="ignore")
 
 
 async def _refuse(admin: redis.asyncio.Redis, how: str) -> None:
