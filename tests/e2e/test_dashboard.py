@@ -30,7 +30,6 @@ from crawler.localstack import demo_site as site
 from crawler.localstack.demo import running, worker_command
 from crawler.operations import dashboard
 from crawler.operations.clusterview import Snapshot
-from crawler.operations.dashboard_page import PAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -103,13 +102,6 @@ def test_server_serves_page_status_and_errors():
         reader.fail = True
         wait_until(lambda: _get(base + "api/status")[0] == 503, 10, "the error")
         assert "connection refused" in json.loads(_get(base + "api/status")[1])["error"]
-
-
-def test_page_loads_nothing_external():
-    assert not re.search(r"(src|href)\s*=|https?://|@import|url\(", PAGE, re.IGNORECASE)
-    for name in ("pages-per-second", "nodes-count", "acked-total", "lag-total", "failures",
-                 "bloom-fill", "proxies-alive", "nodes-body", "chart-line"):
-        assert f'id="{name}"' in PAGE
 
 
 # --- live: two workers, the command as a subprocess, the page in Chromium --------------
