@@ -1,5 +1,6 @@
 """Which Redis errors are retried (transient) and which are reported (deterministic): the
-rule, on redis-py's exceptions and on errors a real Redis returns."""
+rule on errors a real Redis returns (on redis-py's exceptions:
+tests/unit/test_redis_errors_rule.py)."""
 
 from __future__ import annotations
 
