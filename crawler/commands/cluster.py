@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from functools import partial
 from typing import Any, ClassVar
@@ -32,6 +33,9 @@ from scrapy.settings import BaseSettings
 from crawler.config import readers as config
 from crawler.config.keys import CrawlKeys
 from crawler.connections import clients as connection
+from crawler.connections.options import connect_timeout
+from crawler.connections.tasks import every
+from crawler.dedup.backend import BloomConfig
 from crawler.dedup.dupefilter import RedisBloom
 from crawler.frontier import crawllife, crawlstate
 from crawler.frontier.crawlstate import CrawlState, HeartbeatClock
@@ -82,10 +86,12 @@ class Command(ScrapyCommand):
             _fail("REDIS_URL is not set (setting or environment): cannot read the crawl state")
             self.exitcode = 1
             return
+        if args[0] == "dashboard" and not 0 <= opts.port <= 65535:
+            raise UsageError(f"--port must be 0..65535, not {opts.port}")
         actions = {"status": _status, "dashboard": _dashboard, "purge": _purge}
         action = actions.get(args[0], partial(_control, args[0]))
         try:
-            self.exitcode = asyncio.run(action(settings, url, crawl, opts))
+            self.exitcode = asyncio.run(_connected(action, settings, url, crawl, opts))
         except KeyboardInterrupt:
             self.exitcode = 0
 
@@ -132,18 +138,30 @@ class Reader:
 
 def _bloom(client: aioredis.Redis, crawl: str, settings: BaseSettings) -> RedisBloom:
     """A handle on the crawl's filter, for :meth:`RedisBloom.info` only (never opened)."""
-    return RedisBloom(
-        client, CrawlKeys(crawl).bloom,
-        capacity=config.get_int(settings, "BLOOM_CAPACITY", minimum=1),
-        error_rate=config.get_float(settings, "BLOOM_ERROR_RATE", minimum=0, exclusive_min=True),
-        growth=config.get_int(settings, "BLOOM_GROWTH", minimum=1))
+    return RedisBloom.for_crawl(client, crawl, BloomConfig.from_settings(settings))
 
 
 stale_after = crawlstate.stale_after_setting  # the workers' one rule
 
 
+Action = Callable[[aioredis.Redis, BaseSettings, str, str, argparse.Namespace], Awaitable[int]]
+
+
+async def _connected(action: Action, settings: BaseSettings, url: str, crawl: str,
+                     opts: argparse.Namespace) -> int:
+    """``action(client, settings, url, crawl, opts)`` with a client of *url*, closed at the
+    end; 1 if Redis cannot be reached."""
+    client = await _connect(settings, url)
+    if client is None:
+        return 1
+    try:
+        return await action(client, settings, url, crawl, opts)
+    finally:
+        await client.aclose()
+
+
 async def _connect(settings: BaseSettings, url: str) -> aioredis.Redis | None:
-    timeout = config.get_float(settings, "CONNECT_TIMEOUT", minimum=0.1)
+    timeout = connect_timeout(settings)
     client = connection.redis_client(url, config.get_dict(settings, "REDIS_PARAMS"),
                                      connect_timeout=timeout)
     try:
@@ -156,31 +174,20 @@ async def _connect(settings: BaseSettings, url: str) -> aioredis.Redis | None:
     return client
 
 
-async def _control(command: str, settings: BaseSettings, url: str, crawl: str,
-                   opts: argparse.Namespace) -> int:
-    client = await _connect(settings, url)
-    if client is None:
-        return 1
-    try:
-        await CrawlState(client, crawl, stale_after=stale_after(settings)).set_control(command)
-    finally:
-        await client.aclose()
+async def _control(command: str, client: aioredis.Redis, settings: BaseSettings, url: str,
+                   crawl: str, opts: argparse.Namespace) -> int:
+    await CrawlState(client, crawl, stale_after=stale_after(settings)).set_control(command)
     print(f"crawl {crawl}: {command} sent; every worker applies it at its next heartbeat")
     return 0
 
 
-async def _status(settings: BaseSettings, url: str, crawl: str, opts: argparse.Namespace) -> int:
-    client = await _connect(settings, url)
-    if client is None:
-        return 1
+async def _status(client: aioredis.Redis, settings: BaseSettings, url: str, crawl: str,
+                  opts: argparse.Namespace) -> int:
     reader = Reader(client, url, crawl, _bloom(client, crawl, settings))
     stale = stale_after(settings)
-    try:
-        if opts.watch:
-            return await _watch(reader, stale, as_json=opts.json)
-        return await _once(reader, stale, settings, as_json=opts.json)
-    finally:
-        await client.aclose()
+    if opts.watch:
+        return await _watch(reader, stale, as_json=opts.json)
+    return await _once(reader, stale, settings, as_json=opts.json)
 
 
 async def _once(reader: Reader, stale: float, settings: BaseSettings, *, as_json: bool) -> int:
@@ -205,7 +212,8 @@ async def _once(reader: Reader, stale: float, settings: BaseSettings, *, as_json
 async def _watch(reader: Reader, stale: float, *, as_json: bool) -> int:
     """Refresh every second until Ctrl-C; JSON mode prints one line per refresh."""
     rates = RateTracker()
-    while True:
+
+    async def show() -> None:
         try:
             snapshot = await reader.read()
             status = clusterview.build_status(snapshot, rates.update(snapshot.workers), stale)
@@ -218,17 +226,14 @@ async def _watch(reader: Reader, stale: float, *, as_json: bool) -> int:
         else:
             sys.stdout.write(f"{CLEAR}{text}\n\n(refreshing every second; Ctrl-C to quit)\n")
             sys.stdout.flush()
-        await asyncio.sleep(1.0)
+
+    await every(1.0, show, wait_first=False)  # until Ctrl-C
+    return 0
 
 
-async def _dashboard(settings: BaseSettings, url: str, crawl: str,
+async def _dashboard(client: aioredis.Redis, settings: BaseSettings, url: str, crawl: str,
                      opts: argparse.Namespace) -> int:
-    """Serve the live page until Ctrl-C (or SIGTERM); 1 if Redis or the port is unusable."""
-    if not 0 <= opts.port <= 65535:
-        raise UsageError(f"--port must be 0..65535, not {opts.port}")
-    client = await _connect(settings, url)
-    if client is None:
-        return 1
+    """Serve the live page until Ctrl-C (or SIGTERM); 1 if the port is unusable."""
     reader = Reader(client, url, crawl, _bloom(client, crawl, settings))
     try:
         await dashboard.serve(reader.read, stale_after(settings), opts.port,
@@ -236,39 +241,32 @@ async def _dashboard(settings: BaseSettings, url: str, crawl: str,
     except OSError as exc:  # binding the port
         _fail(f"cannot serve the dashboard on {dashboard.HOST}:{opts.port}: {exc}")
         return 1
-    finally:
-        await client.aclose()
     return 0
 
 
-async def _purge(settings: BaseSettings, url: str, crawl: str, opts: argparse.Namespace) -> int:
+async def _purge(client: aioredis.Redis, settings: BaseSettings, url: str, crawl: str,
+                 opts: argparse.Namespace) -> int:
     """Remove the crawl's Redis keys and Kafka topics (``--yes``), or list them."""
-    client = await _connect(settings, url)
-    if client is None:
-        return 1
-    try:
-        reader = Reader(client, url, crawl, _bloom(client, crawl, settings))
+    reader = Reader(client, url, crawl, _bloom(client, crawl, settings))
+    snapshot = await reader.read()
+    if snapshot.workers:  # read again a few heartbeats later: a live worker has beaten
+        await asyncio.sleep(1.5 * config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL",
+                                                   minimum=0.1) + 0.5)
         snapshot = await reader.read()
-        if snapshot.workers:  # read again a few heartbeats later: a live worker has beaten
-            await asyncio.sleep(1.5 * config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL",
-                                                       minimum=0.1) + 0.5)
-            snapshot = await reader.read()
-        stale = stale_after(settings)
-        live = [w for w, d in snapshot.workers.items()
-                if not crawlstate.is_lost(snapshot.now, d["ts"], stale)]
-        if live:
-            _fail(f"crawl {crawl} has {len(live)} live worker(s) ({', '.join(sorted(live))}); "
-                  f"stop it first: scrapy cluster stop {crawl}")
-            return 1
-        return await _purge_idle(settings, client, crawl, yes=opts.yes)
-    finally:
-        await client.aclose()
+    stale = stale_after(settings)
+    live = [w for w, d in snapshot.workers.items()
+            if not crawlstate.is_lost(snapshot.now, d["ts"], stale)]
+    if live:
+        _fail(f"crawl {crawl} has {len(live)} live worker(s) ({', '.join(sorted(live))}); "
+              f"stop it first: scrapy cluster stop {crawl}")
+        return 1
+    return await _purge_idle(settings, client, crawl, yes=opts.yes)
 
 
 async def _purge_idle(settings: BaseSettings, client: aioredis.Redis, crawl: str, *,
                       yes: bool) -> int:
     bootstrap = config.get_str(settings, "KAFKA_BOOTSTRAP_SERVERS")
-    timeout = config.get_float(settings, "CONNECT_TIMEOUT", minimum=0.1)
+    timeout = connect_timeout(settings)
     if yes:
         keys = await crawllife.purge_keys(client, crawl)
     else:

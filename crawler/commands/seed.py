@@ -12,6 +12,7 @@ from scrapy.exceptions import UsageError
 
 from crawler.config import readers as config
 from crawler.connections import clients as connection
+from crawler.connections.options import connect_timeout
 from crawler.frontier import codec
 from crawler.frontier.config import PARTITION_BY, partitioner
 
@@ -66,7 +67,7 @@ def publish(settings: object, crawl: str, lines: Iterable[tuple[str, int, str]])
     bootstrap = config.get_str(settings, "KAFKA_BOOTSTRAP_SERVERS")
     if not bootstrap:
         raise UsageError("Setting KAFKA_BOOTSTRAP_SERVERS: required to publish seeds")
-    timeout = config.get_float(settings, "CONNECT_TIMEOUT", minimum=0.1)
+    timeout = connect_timeout(settings)
     key_for = partitioner(config.get_choice(settings, "KAFKA_PARTITION_BY", PARTITION_BY))
     partitions = config.get_int(settings, "KAFKA_PARTITIONS", minimum=1)
     replication = config.get_int(settings, "KAFKA_REPLICATION_FACTOR", minimum=1)

@@ -33,6 +33,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import referer_str
 
 from crawler.config import readers as config
+from crawler.config.keys import CrawlKeys
 from crawler.connections.redis_errors import TransientError
 from crawler.dedup import bloom as sizing
 from crawler.dedup.backend import ON_MISSING, BloomConfig
@@ -134,6 +135,14 @@ class RedisBloom:
                    growth=cfg.growth, on_missing=cfg.on_missing,
                    on_grow=lambda _i: stats.inc_value("bloom/slices_added"),
                    missing_seen=lambda: stats.inc_value("bloom/missing"))
+
+    @classmethod
+    def for_crawl(cls, client: aioredis.Redis, crawl_id: str, cfg: BloomConfig) -> Self:
+        """The filter of crawl *crawl_id* (``{<CRAWL_ID>}:bloom``) sized by *cfg*: a
+        read-only handle for :meth:`info` (never opened), as ``scrapy cluster`` and the
+        alerts use."""
+        return cls(client, CrawlKeys(crawl_id).bloom, capacity=cfg.capacity,
+                   error_rate=cfg.error_rate, growth=cfg.growth)
 
     async def open(self) -> None:
         """Load the scripts and create the filter, or adopt the parameters stored in

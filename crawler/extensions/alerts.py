@@ -157,9 +157,7 @@ class AlertsExtension:
         if not cfg.redis_url:
             return
         self.redis = shared.redis_for(self.crawler)
-        self.bloom = RedisBloom(
-            self.redis, self.keys.bloom, capacity=cfg.bloom.capacity,
-            error_rate=cfg.bloom.error_rate, growth=cfg.bloom.growth)
+        self.bloom = RedisBloom.for_crawl(self.redis, self.crawl_id, cfg.bloom)
 
     async def _check_once(self) -> None:
         try:

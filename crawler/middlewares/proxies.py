@@ -13,21 +13,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 
 from scrapy import signals
 from scrapy.exceptions import CloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.conf import build_component_list
-from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.misc import build_from_crawler
 
+from crawler._scrapy import AUTH_PROXY_META
 from crawler.config import readers as config
 from crawler.config.readers import SettingError, mask_url
 from crawler.connections.clients import ServiceUnavailable
 from crawler.connections.retry import RedisRetry
 from crawler.connections.tasks import Tasks, every
 from crawler.frontier.delay import delayed, scheduler_delays, sleep
+from crawler.politeness.proxyconfig import ProxyConfig
 from crawler.politeness.proxypool import BanPolicy, Outcome, Proxy, State
-from crawler.politeness.proxystore import ProxyStore, seed_proxies
+from crawler.politeness.proxystore import ProxyStore
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -44,8 +46,7 @@ _START_KEY = "proxy_pool_start"
 _OWN_SLOT = "proxy_pool_own_slot"
 _AUTH = b"Proxy-Authorization"
 _HTTPPROXY = "scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware"
-_ATTEMPT_META = ("proxy", "_auth_proxy", "download_slot", "download_latency", _START_KEY)
-WHEN_NONE = ("wait", "direct", "fail")
+_ATTEMPT_META = ("proxy", AUTH_PROXY_META, "download_slot", "download_latency", _START_KEY)
 ALERT_EVERY = 30.0  # seconds between two "no usable proxy" warnings
 
 
@@ -72,16 +73,12 @@ class ProxyPoolMiddleware:
         if not config.get_bool(s, "PROXY_ENABLED"):
             raise NotConfigured("ProxyPoolMiddleware needs PROXY_ENABLED=True")
         _check_httpproxy(s, f"{cls.__module__}.{cls.__qualname__}")
+        cfg = ProxyConfig.from_settings(s)
         middleware = cls(
-            crawler=crawler,
-            store=build_from_crawler(_class(s, "PROXY_STORE", _default_store(s)), crawler),
-            ban_policy=build_from_crawler(_class(s, "PROXY_BAN_POLICY"), crawler),
-            seeds=seed_proxies(s),
-            when_none=config.get_choice(s, "PROXY_WHEN_NONE", WHEN_NONE),
-            ban_retries=config.get_int(s, "PROXY_BAN_RETRIES", minimum=0),
-            refresh_interval=config.get_float(s, "PROXY_REFRESH_INTERVAL", minimum=0,
-                                              exclusive_min=True),
-            wait_max=config.get_float(s, "PROXY_WAIT_MAX", minimum=0, exclusive_min=True),
+            crawler=crawler, store=build_from_crawler(cfg.store, crawler),
+            ban_policy=build_from_crawler(cfg.ban_policy, crawler), seeds=list(cfg.seeds),
+            when_none=cfg.when_none, ban_retries=cfg.ban_retries,
+            refresh_interval=cfg.refresh_interval, wait_max=cfg.wait_max,
             delay_in_scheduler=scheduler_delays(crawler),
         )
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
@@ -276,20 +273,6 @@ def _latency(request: Request) -> float | None:
         return float(latency)
     start = request.meta.get(_START_KEY)
     return time.monotonic() - start if isinstance(start, float) else None
-
-
-def _class(settings: BaseSettings, name: str, fallback: str = "") -> Any:
-    path = config.get_str(settings, name) or fallback
-    try:
-        return load_object(path)
-    except (ImportError, AttributeError, ValueError, NameError) as exc:
-        raise SettingError(name, f"cannot load {path!r}: {exc}") from None
-
-
-def _default_store(settings: BaseSettings) -> str:
-    if config.get_str(settings, "REDIS_URL"):
-        return "crawler.politeness.proxystore.RedisProxyStore"
-    return "crawler.politeness.proxystore.ProxyStore"
 
 
 def _check_httpproxy(settings: BaseSettings, ours: str) -> None:

@@ -25,6 +25,7 @@ from scrapy import Request, signals
 from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
+from crawler import _scrapy
 from crawler.config import readers as config
 from crawler.connections import clients as connection
 from crawler.connections import shared
@@ -39,7 +40,6 @@ from crawler.politeness.ratelimiter import (
     RateLimitConfig,
     RedisLimiter,
     normal_host,
-    read_config,
 )
 from crawler.politeness.tokenbucket import Limit
 
@@ -85,7 +85,7 @@ class RateLimitMiddleware:
     def from_crawler(cls, crawler: Crawler) -> Self:
         if not config.get_bool(crawler.settings, "RATELIMIT_ENABLED"):
             raise NotConfigured("RATELIMIT_ENABLED is off")
-        cfg = read_config(crawler.settings, crawler.spidercls.name)
+        cfg = RateLimitConfig.from_settings(crawler.settings, crawler.spidercls.name)
         middleware = cls(crawler, cfg, delays=scheduler_delays(crawler))
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
@@ -205,18 +205,16 @@ class RateLimitMiddleware:
         self._fatal = self.retry.fatal or self.feedback.fatal
         if self._fatal is None:
             return False
-        engine = self.crawler.engine
-        if engine is not None:
-            logger.info("Closing: Redis refuses the rate limit: %s", self._fatal)
-            self._closer = self._tasks.spawn(engine.close_spider_async(reason=REDIS_ERROR),
-                                             "close the worker")
+        try:
+            closing = _scrapy.close_spider(self.crawler, REDIS_ERROR)
+        except RuntimeError:  # no engine (yet): nothing to close
+            return True
+        logger.info("Closing: Redis refuses the rate limit: %s", self._fatal)
+        self._closer = self._tasks.spawn(_awaited(closing), "close the worker")
         return True
 
     def _running(self) -> bool:
-        try:
-            return bool(self.crawler.engine.running)
-        except RuntimeError:  # no engine (yet): nothing is stopping
-            return True
+        return _scrapy.engine_running(self.crawler)
 
     # -- responses ----------------------------------------------------------
     async def process_response(self, request: Request, response: Response) -> Response:
@@ -254,3 +252,7 @@ class RateLimitMiddleware:
         elif changed:
             self.stats.inc_value("ratelimit/rate_recovered")
             logger.debug("Rate limit: %s recovers: its rate is now %.3g/s", host, rate)
+
+
+async def _awaited(future: asyncio.Future[None]) -> None:
+    await future

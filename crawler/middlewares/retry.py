@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Self
 from urllib.parse import urlsplit, urlunsplit
 
 from scrapy import signals
-from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.downloadermiddlewares.retry import RetryMiddleware, get_retry_request
 from scrapy.exceptions import (
     CannotResolveHostError,
@@ -45,6 +44,7 @@ from twisted.internet import defer
 from twisted.internet import error as tx
 from twisted.web.client import ResponseFailed
 
+from crawler._scrapy import TunnelError
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.frontier.delay import delayed, scheduler_delays, sleep
@@ -52,8 +52,8 @@ from crawler.politeness.backoff import (
     Action,
     Decision,
     Outcome,
+    RetryConfig,
     RetryPolicy,
-    parse_overrides,
     worst_case_delay,
 )
 from crawler.storage.failures import Failure, FailureStore
@@ -126,15 +126,11 @@ class BackoffRetryMiddleware:
         if not config.get_bool(s, "RETRY_BACKOFF_ENABLED"):
             raise NotConfigured("BackoffRetryMiddleware needs RETRY_BACKOFF_ENABLED=True")
         _check_stock_retry_disabled(s)
-        base = config.get_float(s, "RETRY_BACKOFF_BASE", minimum=0, exclusive_min=True)
+        cfg = RetryConfig.from_settings(s)
         middleware = cls(
-            crawler=crawler, base=base,
-            cap=config.get_float(s, "RETRY_BACKOFF_MAX", minimum=base),
-            retry_after_max=config.get_float(s, "RETRY_AFTER_MAX", minimum=0),
-            overrides=_overrides(s),
-            max_retry_times=config.get_int(s, "RETRY_TIMES", minimum=0),
-            priority_adjust=config.get_int(s, "RETRY_PRIORITY_ADJUST"),
-            delay_in_scheduler=scheduler_delays(crawler),
+            crawler=crawler, base=cfg.base, cap=cfg.cap, retry_after_max=cfg.retry_after_max,
+            overrides=cfg.overrides, max_retry_times=cfg.max_retry_times,
+            priority_adjust=cfg.priority_adjust, delay_in_scheduler=scheduler_delays(crawler),
             failures=FailureStore.from_crawler(crawler),
         )
         if middleware.delay_in_scheduler:
@@ -218,15 +214,6 @@ class BackoffRetryMiddleware:
                 "RETRY_AFTER_MAX), longer than KAFKA_LEASE_TIMEOUT=%.0fs: such a request's "
                 "lease expires and it is re-queued while its retry still waits",
                 self.max_retry_times, waits, lease)
-
-
-def _overrides(settings: BaseSettings) -> dict[Outcome, Action]:
-    try:
-        return parse_overrides(config.get_dict(settings, "RETRY_STATUS_OVERRIDES"))
-    except ValueError as exc:
-        if isinstance(exc, SettingError):
-            raise
-        raise SettingError("RETRY_STATUS_OVERRIDES", str(exc)) from None
 
 
 def _check_stock_retry_disabled(settings: BaseSettings) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
 from scrapy.exceptions import NotConfigured
@@ -44,18 +45,30 @@ class UserAgentRotationMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        settings = crawler.settings
-        if not config.get_bool(settings, "USERAGENT_ROTATION_ENABLED"):
+        if not config.get_bool(crawler.settings, "USERAGENT_ROTATION_ENABLED"):
             raise NotConfigured("UserAgentRotationMiddleware needs USERAGENT_ROTATION_ENABLED")
-        user_agents = _user_agents(settings)
-        if not user_agents:
-            raise SettingError("USERAGENT_LIST", "expected at least one User-Agent string")
-        return cls(user_agents, default=settings.get("USER_AGENT") or "")
+        cfg = UserAgentConfig.from_settings(crawler.settings)
+        return cls(list(cfg.user_agents), default=cfg.default)
 
     def process_request(self, request: Request) -> None:
         current = request.headers.get(_HEADER)
         if current is None or current == self.default:
             request.headers[_HEADER] = self.rng.choice(self.user_agents)
+
+
+@dataclass(frozen=True, slots=True)
+class UserAgentConfig:
+    """``USERAGENT_LIST`` (at least one) and Scrapy's ``USER_AGENT``, the one replaced."""
+
+    user_agents: tuple[str, ...]
+    default: str
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> UserAgentConfig:
+        user_agents = _user_agents(settings)
+        if not user_agents:
+            raise SettingError("USERAGENT_LIST", "expected at least one User-Agent string")
+        return cls(tuple(user_agents), settings.get("USER_AGENT") or "")
 
 
 def _user_agents(settings: BaseSettings) -> list[str]:

@@ -12,16 +12,17 @@ resources), ``GET /api/status`` the status as JSON. It only reads Redis.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from redis.exceptions import RedisError
 
+from crawler.connections.tasks import every
 from crawler.operations import clusterview
 from crawler.operations.clusterview import RateTracker, Snapshot
 from crawler.operations.dashboard_page import PAGE
@@ -130,9 +131,7 @@ async def serve(read: Callable[[], Awaitable[Snapshot]], stale_after: float, por
     server = start_server(store, port, host)
     try:
         ready(f"Dashboard: {server.url}")
-        while True:
-            await asyncio.sleep(REFRESH)
-            await refresh(read, rates, stale_after, store, describe)
+        await every(REFRESH, partial(refresh, read, rates, stale_after, store, describe))
     finally:
         server.shutdown()
         server.server_close()

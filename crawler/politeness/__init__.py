@@ -1,13 +1,20 @@
 """Politeness and resilience: retry backoff, rate limits shared by the cluster, proxies.
 
-- :mod:`~crawler.politeness.backoff`: how each HTTP status and error is retried.
+- :mod:`~crawler.politeness.backoff`: how each HTTP status and error is retried
+  (:class:`RetryConfig`: the ``RETRY_*`` settings).
 - :mod:`~crawler.politeness.tokenbucket` (pure logic) and
-  :mod:`~crawler.politeness.ratelimiter` (its Redis store): per-domain rate limits.
-- :mod:`~crawler.politeness.proxypool` (scoring, pure logic) and
-  :mod:`~crawler.politeness.proxystore` (the pool shared through Redis).
+  :mod:`~crawler.politeness.ratelimiter` (its Redis store, :class:`RateLimitConfig`):
+  per-domain rate limits.
+- :mod:`~crawler.politeness.proxypool` (scoring, pure logic),
+  :mod:`~crawler.politeness.proxystore` (the pool shared through Redis) and
+  :mod:`~crawler.politeness.proxyconfig` (:class:`ProxyConfig`: the ``PROXY_*`` settings).
 """
 
+from crawler.politeness.backoff import RetryConfig
+from crawler.politeness.proxyconfig import ProxyConfig
 from crawler.politeness.proxypool import BanPolicy
 from crawler.politeness.proxystore import ProxyStore, RedisProxyStore
+from crawler.politeness.ratelimiter import RateLimitConfig
 
-__all__ = ["BanPolicy", "ProxyStore", "RedisProxyStore"]
+__all__ = ["BanPolicy", "ProxyConfig", "ProxyStore", "RateLimitConfig", "RedisProxyStore",
+           "RetryConfig"]

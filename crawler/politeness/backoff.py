@@ -1,6 +1,7 @@
 """When and after how long a failed download is tried again: pure logic.
 
-No Scrapy and no I/O here, so every decision is trivially testable. An
+No I/O here, so every decision is trivially testable (:class:`RetryConfig` reads the
+``RETRY_*`` settings once, with their bounds). An
 *outcome* is an HTTP status (``int``) or a network error category (``str``,
 one of :data:`NETWORK_ERRORS`; the middleware classifies exception types).
 Each outcome maps to an :data:`Action`:
@@ -21,7 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
+
+from crawler.config import readers as config
+from crawler.config.readers import SettingError
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
 
 Action = Literal["backoff", "retry_after", "none"]
 Outcome = int | str
@@ -178,3 +185,36 @@ class RetryPolicy:
             if wait is not None:
                 return Decision(min(wait, self.retry_after_max), "retry_after")
         return Decision(full_jitter(attempt, self.base, self.cap, self.rng), "backoff")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryConfig:
+    """The ``RETRY_*`` settings of the backoff retry middleware, read and checked once."""
+
+    base: float  # RETRY_BACKOFF_BASE
+    cap: float  # RETRY_BACKOFF_MAX
+    retry_after_max: float  # RETRY_AFTER_MAX
+    overrides: Mapping[Outcome, Action]  # RETRY_STATUS_OVERRIDES
+    max_retry_times: int  # RETRY_TIMES (Scrapy's)
+    priority_adjust: int  # RETRY_PRIORITY_ADJUST (Scrapy's)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> RetryConfig:
+        """:class:`~crawler.config.readers.SettingError` names a bad setting."""
+        base = config.get_float(settings, "RETRY_BACKOFF_BASE", minimum=0, exclusive_min=True)
+        return cls(
+            base=base, cap=config.get_float(settings, "RETRY_BACKOFF_MAX", minimum=base),
+            retry_after_max=config.get_float(settings, "RETRY_AFTER_MAX", minimum=0),
+            overrides=_overrides_setting(settings),
+            max_retry_times=config.get_int(settings, "RETRY_TIMES", minimum=0),
+            priority_adjust=config.get_int(settings, "RETRY_PRIORITY_ADJUST"),
+        )
+
+
+def _overrides_setting(settings: BaseSettings) -> dict[Outcome, Action]:
+    try:
+        return parse_overrides(config.get_dict(settings, "RETRY_STATUS_OVERRIDES"))
+    except ValueError as exc:
+        if isinstance(exc, SettingError):
+            raise
+        raise SettingError("RETRY_STATUS_OVERRIDES", str(exc)) from None

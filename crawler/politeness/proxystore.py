@@ -32,7 +32,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from redis.exceptions import RedisError
@@ -42,20 +41,12 @@ from crawler.config.keys import CrawlKeys
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
 from crawler.connections import shared
-from crawler.politeness.proxypool import (
-    Health,
-    Outcome,
-    PoolPolicy,
-    Proxy,
-    ProxyPool,
-    apply,
-    parse_proxy,
-)
+from crawler.politeness.proxyconfig import pool_policy
+from crawler.politeness.proxypool import Health, Outcome, Proxy, ProxyPool, apply, parse_proxy
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
     from scrapy.crawler import Crawler
-    from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
 MAX_PENDING = 10_000  # observations kept for the next sync while Redis is unreachable
@@ -93,42 +84,6 @@ return #ARGV
 """
 
 Observation = tuple[str, Outcome, float | None, float]  # id, outcome, latency, time
-
-
-def pool_policy(settings: BaseSettings) -> PoolPolicy:
-    base = config.get_float(settings, "PROXY_BACKOFF_BASE", minimum=0, exclusive_min=True)
-    return PoolPolicy(
-        alpha=config.get_float(settings, "PROXY_EWMA_ALPHA", minimum=0, maximum=1,
-                               exclusive_min=True),
-        latency_ref=config.get_float(settings, "PROXY_LATENCY_REF", minimum=0,
-                                     exclusive_min=True),
-        min_success=config.get_float(settings, "PROXY_MIN_SUCCESS", minimum=0, maximum=1),
-        backoff_base=base,
-        backoff_max=config.get_float(settings, "PROXY_BACKOFF_MAX", minimum=base),
-        probation_successes=config.get_int(settings, "PROXY_PROBATION_SUCCESSES", minimum=1),
-        reset_after=config.get_int(settings, "PROXY_BACKOFF_RESET", minimum=1),
-    )
-
-
-def seed_proxies(settings: BaseSettings) -> list[Proxy]:
-    """The proxies of ``ROTATING_PROXY_LIST`` and the file ``ROTATING_PROXY_LIST_PATH``."""
-    found = [("ROTATING_PROXY_LIST", a) for a in config.get_list(settings, "ROTATING_PROXY_LIST")]
-    path = config.get_str(settings, "ROTATING_PROXY_LIST_PATH")
-    if path:
-        try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise SettingError("ROTATING_PROXY_LIST_PATH", f"cannot read {path}: "
-                               f"{exc.strerror or exc}") from None
-        found += [("ROTATING_PROXY_LIST_PATH", line) for line in lines
-                  if line.strip() and not line.lstrip().startswith("#")]
-    proxies = []
-    for number, (setting, address) in enumerate(found, 1):
-        try:
-            proxies.append(parse_proxy(address))
-        except ValueError as exc:  # the address may hold a password: name its position only
-            raise SettingError(setting, f"entry {number}: {exc}") from None
-    return proxies
 
 
 def parse_members(addresses: Iterable[str]) -> tuple[list[Proxy], int]:

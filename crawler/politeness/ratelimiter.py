@@ -2,8 +2,8 @@
 
 :class:`RedisLimiter` shares every host's bucket with the whole cluster in Redis, one
 ``EVALSHA`` of :data:`crawler.politeness.tokenbucket.LUA_RESERVE` per request; :class:`LocalLimiter`
-keeps them in this process's memory (single-node mode). :func:`read_config` reads and
-validates every setting.
+keeps them in this process's memory (single-node mode). :class:`RateLimitConfig` reads
+and validates every setting.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 from crawler.config import readers as config
 from crawler.config.keys import CrawlKeys
 from crawler.config.readers import SettingError
+from crawler.connections.options import connect_timeout
 from crawler.politeness.tokenbucket import (
     LUA_DECREASE,
     LUA_RECOVER,
@@ -30,8 +31,10 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
     from scrapy.settings import BaseSettings
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RateLimitConfig:
+    """Every ``RATELIMIT_*`` setting, and the Redis ones the limiter uses, checked once."""
+
     default: Limit
     domains: dict[str, Limit]
     max_wait: float
@@ -48,17 +51,48 @@ class RateLimitConfig:
     def limit(self, host: str) -> Limit:
         return self.domains.get(host, self.default)
 
+    @classmethod
+    def from_settings(cls, s: BaseSettings, spider_name: str) -> RateLimitConfig:
+        """:class:`SettingError` names a bad setting."""
+        default = Limit(_setting(s, "RATELIMIT_RATE", low=0, above=True),
+                        _setting(s, "RATELIMIT_BURST", low=1))
+        backoff = _setting(s, "RATELIMIT_RETRY_BACKOFF", low=0, above=True)
+        return cls(
+            default=default, domains=_domains(s, default),
+            max_wait=_setting(s, "RATELIMIT_MAX_WAIT", low=0, above=True),
+            adaptive=_adaptive(s), decrease_on=_statuses(s),
+            state_ttl=_setting(s, "RATELIMIT_STATE_TTL", low=0),
+            backoff=backoff,
+            backoff_max=max(backoff, _setting(s, "RATELIMIT_RETRY_BACKOFF_MAX", low=0)),
+            redis_url=config.get_str(s, "REDIS_URL"),
+            redis_params=config.get_dict(s, "REDIS_PARAMS"),
+            connect_timeout=connect_timeout(s), crawl_id=config.crawl_id(s, spider_name),
+        )
+
+
+read_config = RateLimitConfig.from_settings
+
+
+def _finite(name: str, number: float) -> float:
+    if not math.isfinite(number):
+        raise SettingError(name, f"expected a finite number, got {number}")
+    return number
+
+
+def _setting(settings: BaseSettings, name: str, *, low: float, above: bool = False,
+             high: float | None = None) -> float:
+    """Setting *name*, a finite number >= *low* (> if *above*) and <= *high*."""
+    return _finite(name, config.get_float(settings, name, minimum=low, maximum=high,
+                                          exclusive_min=above))
+
 
 def _number(name: str, value: Any, *, low: float, above: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """*value* of a ``RATELIMIT_DOMAINS`` entry: a number (not a string) >= *low*."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not ok or value < low or (above and value == low):
-        raise SettingError(name, f"expected a finite number {'>' if above else '>='} {low}, "
+        raise SettingError(name, f"expected a number {'>' if above else '>='} {low}, "
                                  f"got {value!r}")
-    return float(value)
-
-
-def _setting(settings: BaseSettings, name: str, *, low: float, above: bool = False) -> float:
-    return _number(name, config.get_float(settings, name), low=low, above=above)
+    return _finite(name, float(value))
 
 
 def _domains(settings: BaseSettings, default: Limit) -> dict[str, Limit]:
@@ -87,39 +121,14 @@ def _statuses(settings: BaseSettings) -> frozenset[int]:
     return codes
 
 
-def _fraction(settings: BaseSettings, name: str) -> float:
-    value = _setting(settings, name, low=0, above=True)
-    if value > 1:
-        raise SettingError(name, f"expected a number > 0 and <= 1, got {value}")
-    return value
-
-
 def _adaptive(s: BaseSettings) -> Adaptive | None:
     rule = Adaptive(
-        factor=_fraction(s, "RATELIMIT_DECREASE_FACTOR"),
+        factor=_setting(s, "RATELIMIT_DECREASE_FACTOR", low=0, above=True, high=1),
         min_rate=_setting(s, "RATELIMIT_MIN_RATE", low=0, above=True),
         recover_after=config.get_int(s, "RATELIMIT_RECOVER_AFTER", minimum=1),
-        step=_fraction(s, "RATELIMIT_RECOVER_STEP"),
+        step=_setting(s, "RATELIMIT_RECOVER_STEP", low=0, above=True, high=1),
     )
     return rule if config.get_bool(s, "RATELIMIT_ADAPTIVE") else None
-
-
-def read_config(s: BaseSettings, spider_name: str) -> RateLimitConfig:
-    """Every ``RATELIMIT_*`` setting, validated (:class:`SettingError` names a bad one)."""
-    default = Limit(_setting(s, "RATELIMIT_RATE", low=0, above=True),
-                    _setting(s, "RATELIMIT_BURST", low=1))
-    backoff = _setting(s, "RATELIMIT_RETRY_BACKOFF", low=0, above=True)
-    backoff_max = max(backoff, _setting(s, "RATELIMIT_RETRY_BACKOFF_MAX", low=0))
-    return RateLimitConfig(
-        default=default, domains=_domains(s, default),
-        max_wait=_setting(s, "RATELIMIT_MAX_WAIT", low=0, above=True),
-        adaptive=_adaptive(s), decrease_on=_statuses(s),
-        state_ttl=_setting(s, "RATELIMIT_STATE_TTL", low=0),
-        backoff=backoff, backoff_max=backoff_max,
-        redis_url=config.get_str(s, "REDIS_URL"), redis_params=config.get_dict(s, "REDIS_PARAMS"),
-        connect_timeout=_setting(s, "CONNECT_TIMEOUT", low=0, above=True),
-        crawl_id=config.crawl_id(s, spider_name),
-    )
 
 
 def normal_host(host: str) -> str:

@@ -132,3 +132,19 @@ def test_delays_are_a_capability_of_the_scheduler_class() -> None:
                                (Mine, True), ("scrapy.core.scheduler.Scheduler", False)]:
         crawler = get_crawler(settings_dict={"SCHEDULER": scheduler})
         assert scheduler_delays(crawler) is honours, scheduler
+
+
+def test_nothing_else_in_the_package_uses_scrapys_private_api() -> None:
+    """The engine, ``scrapy.core`` and the private meta keys are reached through
+    ``crawler/_scrapy.py`` only, so that this contract covers every use of them."""
+    import re
+    from pathlib import Path
+
+    package = Path(_scrapy.__file__).parent
+    private = re.compile(r"\bscrapy\.core\b|\.engine\b|\._slot\b|downloader\.slots|"
+                         rf"[\"']{_scrapy.AUTH_PROXY_META}[\"']")
+    found = [f"{path.relative_to(package.parent)}:{number}: {line.strip()}"
+             for path in sorted(package.rglob("*.py")) if path.name != "_scrapy.py"
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if private.search(line)]
+    assert not found, "private Scrapy API outside crawler/_scrapy.py:\n" + "\n".join(found)
