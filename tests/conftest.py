@@ -88,7 +88,8 @@ SERVICE_FIXTURES = frozenset({"stack", "own_redis", "redis_url", "kafka_bootstra
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its group, the folder it lives in (``pytest -m unit`` works too).
+    """Mark each test with its group: the folder it lives in (``pytest -m unit`` works too),
+    unless it carries a group mark itself (two workers in an integration file: ``e2e``).
 
     A unit test that asks for a service is in the wrong folder: the run stops and says so.
     """
@@ -97,7 +98,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = next((g for g in GROUPS if f"/tests/{g}/" in str(item.path)), None)
         if group is None:
             continue
-        item.add_marker(group)
+        if not any(item.get_closest_marker(g) for g in GROUPS):  # an explicit mark wins
+            item.add_marker(group)
         wants = SERVICE_FIXTURES.intersection(getattr(item, "fixturenames", ()))
         if group == "unit" and wants:
             misplaced.append(f"{item.nodeid} uses {', '.join(sorted(wants))}")
