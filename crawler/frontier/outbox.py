@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -139,13 +139,10 @@ class Outbox:
             await asyncio.wait(running, timeout=grace)
         await self._tasks.close()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
-        self._tasks.spawn(coro, name)
-
     def _spawn_flush(self) -> None:
         batch, self._batch = self._batch, []
         if batch:
-            self._spawn(self._flush(batch), "check")
+            self._tasks.spawn(self._flush(batch), "check")
 
     async def _flush(self, batch: list[_Pending]) -> None:
         checked = [p for p in batch if p.filtered]
@@ -196,7 +193,7 @@ class Outbox:
     def _spawn_add(self) -> None:
         fps, self._to_add = self._to_add, []
         if fps:
-            self._spawn(self._add(fps), "add")
+            self._tasks.spawn(self._add(fps), "add")
 
     async def _add(self, fps: list[bytes]) -> None:
         try:
