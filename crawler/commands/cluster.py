@@ -38,6 +38,7 @@ from crawler.connections.tasks import every
 from crawler.dedup.backend import BloomConfig
 from crawler.dedup.dupefilter import RedisBloom
 from crawler.frontier import crawllife, crawlstate
+from crawler.frontier.config import heartbeat_interval
 from crawler.frontier.crawlstate import CrawlState, HeartbeatClock
 from crawler.operations import clusterview, dashboard
 from crawler.operations.clusterview import RateTracker, Snapshot
@@ -196,7 +197,7 @@ async def _once(reader: Reader, stale: float, settings: BaseSettings, *, as_json
     first = await reader.read()
     rates.update(first.workers)
     if first.workers:
-        interval = config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1)
+        interval = heartbeat_interval(settings)
         await asyncio.sleep(max(1.0, 1.5 * interval))
         first = await reader.read()
     status = clusterview.build_status(first, rates.update(first.workers), stale)
@@ -250,8 +251,7 @@ async def _purge(client: aioredis.Redis, settings: BaseSettings, url: str, crawl
     reader = Reader(client, url, crawl, _bloom(client, crawl, settings))
     snapshot = await reader.read()
     if snapshot.workers:  # read again a few heartbeats later: a live worker has beaten
-        await asyncio.sleep(1.5 * config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL",
-                                                   minimum=0.1) + 0.5)
+        await asyncio.sleep(1.5 * heartbeat_interval(settings) + 0.5)
         snapshot = await reader.read()
     stale = stale_after(settings)
     live = [w for w, d in snapshot.workers.items()

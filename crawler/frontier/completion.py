@@ -13,7 +13,6 @@ whole run then fetches nothing (every seed already seen), it closes with reason
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ import redis.asyncio as aioredis
 
 from crawler.config import defaults
 from crawler.connections.retry import RedisRetry
+from crawler.connections.tasks import every
 from crawler.frontier import crawllife
 from crawler.frontier.crawllife import Finished
 from crawler.frontier.crawlstate import CrawlState, WorkerState, is_drained
@@ -107,18 +107,22 @@ class Completion:
         self.retry = RedisRetry("heartbeats")
 
     async def run(self) -> None:
-        while True:
-            try:
-                await self.beat()
-                self.retry.succeeded()
-            except Exception as exc:  # Redis outage: not drained, try again
-                self.retry.failed(exc)
-                self.drained_since = None
-            fatal = self.retry.fatal or self.state.retry.fatal
-            if fatal:
-                self._close(f"Redis refuses the crawl state: {fatal}", reason=REDIS_ERROR)
-                return
-            await asyncio.sleep(self.interval)
+        """A heartbeat now and every ``interval`` seconds, until Redis refuses for good."""
+        await every(self.interval, self._round, wait_first=False)
+
+    async def _round(self) -> bool:
+        """One heartbeat; False once Redis refuses the crawl state for good (closed)."""
+        try:
+            await self.beat()
+            self.retry.succeeded()
+        except Exception as exc:  # Redis outage: not drained, try again
+            self.retry.failed(exc)
+            self.drained_since = None
+        fatal = self.retry.fatal or self.state.retry.fatal
+        if fatal:
+            self._close(f"Redis refuses the crawl state: {fatal}", reason=REDIS_ERROR)
+            return False
+        return True
 
     async def beat(self) -> None:
         if self._control is not None:

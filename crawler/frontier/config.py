@@ -1,11 +1,15 @@
 """The Kafka frontier's settings, read and validated once at start-up (the shared
-dupefilter's, ``BLOOM_*``, are :class:`crawler.dedup.dupefilter.BloomConfig`)."""
+dupefilter's, ``BLOOM_*``, are :class:`crawler.dedup.dupefilter.BloomConfig`; the Redis
+client's, ``REDIS_*`` and ``CONNECT_TIMEOUT``, :class:`crawler.connections.options.
+RedisOptions`).
+
+A setting that other readers need too has one reader function here, with its bounds:
+:func:`heartbeat_interval`, :func:`session_timeout_ms`, :func:`lease_timeout`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from scrapy import Request
 from scrapy.settings import BaseSettings
@@ -14,7 +18,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.connections.clients import request_timeout_ms
-from crawler.frontier import crawlstate
+from crawler.connections.options import RedisOptions, connect_timeout
 
 PARTITION_BY = ("host", "domain", "url")
 
@@ -41,12 +45,26 @@ def partitioner(by: str) -> Callable[[Request], bytes]:
     return lambda request: domain(urlparse_cached(request).hostname or "").encode()
 
 
-@dataclass(frozen=True)
+def heartbeat_interval(settings: BaseSettings) -> float:
+    """``CRAWL_HEARTBEAT_INTERVAL``: seconds between two heartbeats of a worker."""
+    return config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1)
+
+
+def session_timeout_ms(settings: BaseSettings) -> int:
+    """``KAFKA_SESSION_TIMEOUT_MS``: how long the group waits for a silent member."""
+    return config.get_int(settings, "KAFKA_SESSION_TIMEOUT_MS", minimum=1000)
+
+
+def lease_timeout(settings: BaseSettings) -> float:
+    """``KAFKA_LEASE_TIMEOUT``: seconds a request may stay in flight before it is re-queued."""
+    return config.get_float(settings, "KAFKA_LEASE_TIMEOUT", minimum=1)
+
+
+@dataclass(frozen=True, slots=True)
 class FrontierConfig:
     crawl_id: str
     bootstrap: str
-    redis_url: str
-    redis_params: dict[str, Any]
+    redis: RedisOptions
     connect_timeout: float
     partitions: int
     replication: int
@@ -67,7 +85,6 @@ class FrontierConfig:
     local_error_rate: float
     seed_claims: int = 16
     max_unacked: int = 2000
-    redis_max_connections: int = 50
     close_timeout: float = 20.0
     delivery_timeout: float = 120.0
     partition_key: Callable[[Request], bytes] = field(init=False, repr=False, compare=False)
@@ -95,19 +112,14 @@ class FrontierConfig:
     def group_id(self) -> str:
         return f"{self.crawl_id}.workers"
 
-    @property
-    def stale_after(self) -> float:
-        return crawlstate.stale_after(self.heartbeat_interval, self.session_timeout_ms)
-
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> FrontierConfig:
         s = settings
         values = cls(
             crawl_id=config.crawl_id(s, spider_name),
             bootstrap=_required(s, "KAFKA_BOOTSTRAP_SERVERS"),
-            redis_url=_required(s, "REDIS_URL"),
-            redis_params=config.get_dict(s, "REDIS_PARAMS"),
-            connect_timeout=config.get_float(s, "CONNECT_TIMEOUT", minimum=0, exclusive_min=True),
+            redis=_redis(s),
+            connect_timeout=connect_timeout(s),
             partitions=config.get_int(s, "KAFKA_PARTITIONS", minimum=1),
             replication=config.get_int(s, "KAFKA_REPLICATION_FACTOR", minimum=1),
             partition_by=config.get_choice(s, "KAFKA_PARTITION_BY", PARTITION_BY),
@@ -115,7 +127,7 @@ class FrontierConfig:
             recent_window=config.get_int(s, "KAFKA_RECENT_WINDOW", minimum=0),
             commit_interval=config.get_float(s, "KAFKA_COMMIT_INTERVAL", minimum=0,
                                              exclusive_min=True),
-            session_timeout_ms=config.get_int(s, "KAFKA_SESSION_TIMEOUT_MS", minimum=1000),
+            session_timeout_ms=session_timeout_ms(s),
             heartbeat_interval_ms=config.get_int(s, "KAFKA_HEARTBEAT_INTERVAL_MS", minimum=100),
             max_poll_interval_ms=config.get_int(s, "KAFKA_MAX_POLL_INTERVAL_MS", minimum=1000),
             linger_ms=config.get_int(s, "KAFKA_PRODUCER_LINGER_MS", minimum=0),
@@ -123,15 +135,14 @@ class FrontierConfig:
                                           exclusive_min=True),
             send_backoff_max=config.get_float(s, "KAFKA_SEND_RETRY_BACKOFF_MAX", minimum=0,
                                               exclusive_min=True),
-            lease_timeout=config.get_float(s, "KAFKA_LEASE_TIMEOUT", minimum=1),
+            lease_timeout=lease_timeout(s),
             idle_timeout=config.get_float(s, "CRAWL_IDLE_TIMEOUT", minimum=0),
-            heartbeat_interval=config.get_float(s, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1),
+            heartbeat_interval=heartbeat_interval(s),
             local_capacity=config.get_int(s, "BLOOM_LOCAL_CAPACITY", minimum=1),
             local_error_rate=config.get_float(s, "BLOOM_LOCAL_ERROR_RATE", minimum=0, maximum=0.5,
                                               exclusive_min=True),
             seed_claims=config.get_int(s, "KAFKA_SEED_CLAIMS", minimum=1),
             max_unacked=config.get_int(s, "KAFKA_MAX_UNACKED", minimum=1),
-            redis_max_connections=config.get_int(s, "REDIS_MAX_CONNECTIONS", minimum=2),
             delivery_timeout=config.get_float(s, "KAFKA_DELIVERY_TIMEOUT", minimum=1),
         )
         values.check()
@@ -143,7 +154,7 @@ class FrontierConfig:
                                "must be at most a third of KAFKA_SESSION_TIMEOUT_MS")
         if self.max_unacked <= self.buffer_size:
             raise SettingError("KAFKA_MAX_UNACKED", "must be larger than KAFKA_BUFFER_SIZE")
-        if self.redis_max_connections <= self.seed_claims:
+        if self.redis.max_connections <= self.seed_claims:
             raise SettingError("REDIS_MAX_CONNECTIONS", "must be larger than KAFKA_SEED_CLAIMS "
                                "(heartbeats and the dupefilter need connections too)")
         if self.delivery_timeout * 1000 < self.linger_ms + request_timeout_ms(self.connect_timeout):
@@ -153,6 +164,12 @@ class FrontierConfig:
         if self.idle_timeout and self.idle_timeout < 2 * self.heartbeat_interval:
             raise SettingError("CRAWL_IDLE_TIMEOUT",
                                "must be 0 or at least twice CRAWL_HEARTBEAT_INTERVAL")
+
+
+def _redis(settings: BaseSettings) -> RedisOptions:
+    """The worker's Redis client options; the frontier cannot run without ``REDIS_URL``."""
+    _required(settings, "REDIS_URL")
+    return RedisOptions.from_settings(settings)
 
 
 def _required(settings: BaseSettings, name: str) -> str:

@@ -18,7 +18,6 @@ judged by when the reader saw it change (:class:`HeartbeatClock`).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Mapping
@@ -28,9 +27,9 @@ from typing import Any
 import redis.asyncio as aioredis
 from scrapy.settings import BaseSettings
 
-from crawler.config import readers as config
 from crawler.config.keys import CrawlKeys
-from crawler.connections.retry import RedisRetry
+from crawler.connections.retry import RedisRetry, retry
+from crawler.frontier.config import heartbeat_interval, session_timeout_ms
 
 logger = logging.getLogger(__name__)
 
@@ -74,9 +73,7 @@ def stale_after(heartbeat_interval: float, session_timeout_ms: int) -> float:
 def stale_after_setting(settings: BaseSettings) -> float:
     """:func:`stale_after` of the crawl's settings (``CRAWL_HEARTBEAT_INTERVAL``,
     ``KAFKA_SESSION_TIMEOUT_MS``), validated: the one rule for every reader of heartbeats."""
-    return stale_after(
-        config.get_float(settings, "CRAWL_HEARTBEAT_INTERVAL", minimum=0.1),
-        config.get_int(settings, "KAFKA_SESSION_TIMEOUT_MS", minimum=1000))
+    return stale_after(heartbeat_interval(settings), session_timeout_ms(settings))
 
 
 def is_lost(now: float, ts: float, stale_after: float) -> bool:
@@ -241,14 +238,11 @@ class CrawlState:
         one that cannot succeed by waiting is logged as such.
         """
         keys = [self.keys.seed_claim(fingerprint)]
-        while True:
-            try:
-                claimed = bool(await self._claim(keys=keys, args=[record, int(ttl * 1000)]))
-            except Exception as exc:
-                await asyncio.sleep(self.retry.failed(exc))
-                continue
-            self.retry.succeeded()
-            return claimed
+        args: list[str | int] = [record, int(ttl * 1000)]
+        claimed = await retry(lambda: self._claim(keys=keys, args=args),
+                              on_retry=self.retry.on_retry)
+        self.retry.succeeded()
+        return bool(claimed)
 
     async def set_control(self, command: str) -> None:
         """``pause``, ``resume`` or ``stop`` every worker of the crawl (``scrapy cluster``)."""

@@ -15,13 +15,13 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import Protocol
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
 
 from crawler import _scrapy
+from crawler.connections.tasks import Tasks
 from crawler.frontier.buffer import RequestBuffer
 from crawler.frontier.completion import REDIS_ERROR, Completion, Heartbeats, Ledger, LocalState
 from crawler.frontier.config import FrontierConfig
@@ -64,16 +64,15 @@ class WorkerLifecycle:
         self._frontier: Frontier | None = None
 
     def start(self, frontier: Frontier, state: Heartbeats, *, ledger: Ledger | None,
-              partitions: set[str], state_ttl: float,
-              spawn: Callable[[Coroutine[Any, Any, None]], None]) -> None:
-        """Begin the heartbeat loop of *frontier* (its channels connected)."""
+              partitions: set[str], state_ttl: float, tasks: Tasks) -> None:
+        """Begin the heartbeat loop of *frontier* (its channels connected), one of *tasks*."""
         self._frontier = frontier
         cfg = self.config
         self.completion = Completion(
             state, self.worker, partitions=partitions, idle_timeout=cfg.idle_timeout,
             interval=cfg.heartbeat_interval, local=self.local_state, close=self.close_finished,
             control=self.control, state_ttl=state_ttl, ledger=ledger)
-        spawn(self.completion.run())
+        tasks.spawn(self.completion.run(), "heartbeats")
 
     @property
     def frontier(self) -> Frontier:

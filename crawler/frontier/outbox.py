@@ -27,7 +27,8 @@ from typing import Any, Protocol, TypeVar
 from scrapy import Request
 from scrapy.statscollectors import StatsCollector
 
-from crawler.connections.retry import RedisRetry
+from crawler.connections.retry import RedisRetry, RetryStopped, retry
+from crawler.connections.tasks import Tasks
 from crawler.frontier.codec import CodecError
 from crawler.frontier.leases import AckBarrier
 
@@ -50,10 +51,6 @@ class Send(Protocol):
         self, topic: str, key: bytes | None, value: bytes, done: Callable[[int, int], None],
         *, rejected: Callable[[BaseException], None] | None = None,
     ) -> None: ...
-
-
-class _Stopped(Exception):
-    """The dupefilter refused a call for good: the outbox gives up its work."""
 
 
 @dataclass(slots=True)
@@ -83,7 +80,7 @@ class Outbox:
         self._batch: list[_Pending] = []
         self._to_add: list[bytes] = []
         self._in_progress: set[bytes] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Tasks("dupefilter")
         self._local_hits = 0  # added to the stats by flush_stats(): the hot path stays cheap
 
     def submit(self, request: Request, fingerprint: bytes, *, filtered: bool = True) -> bool:
@@ -133,22 +130,26 @@ class Outbox:
     def busy(self) -> bool:
         return bool(self._batch or self._in_progress or self._tasks)
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    async def close(self, grace: float = 0.0) -> None:
+        """Let the dupefilter calls still running end for at most *grace* seconds, then
+        cancel them (the scheduler closes): what a cancelled one held was not produced (its
+        parent's lease stays unacknowledged) or was produced and not yet marked seen."""
+        running = list(self._tasks)
+        if running and grace > 0:
+            await asyncio.wait(running, timeout=grace)
+        await self._tasks.close()
 
     def _spawn_flush(self) -> None:
         batch, self._batch = self._batch, []
         if batch:
-            self._spawn(self._flush(batch))
+            self._tasks.spawn(self._flush(batch), "check")
 
     async def _flush(self, batch: list[_Pending]) -> None:
         checked = [p for p in batch if p.filtered]
         fps = [p.fingerprint for p in checked]
         try:
             seen = await self._retry(self.bloom.check, fps) if fps else []
-        except _Stopped:
+        except RetryStopped:
             self.abandoned += len(batch)  # never ended: their parents' leases stay open
             return
         dupes = {id(p) for p, s in zip(checked, seen, strict=True) if s}
@@ -192,12 +193,12 @@ class Outbox:
     def _spawn_add(self) -> None:
         fps, self._to_add = self._to_add, []
         if fps:
-            self._spawn(self._add(fps))
+            self._tasks.spawn(self._add(fps), "add")
 
     async def _add(self, fps: list[bytes]) -> None:
         try:
             new = await self._retry(self.bloom.add, fps)
-        except _Stopped:  # produced, not marked seen: a copy may be crawled twice, stored once
+        except RetryStopped:  # produced, not marked seen: a copy may be crawled twice, stored once
             return
         raced = sum(1 for n in new if not n)
         if raced:  # another worker produced the same URL meanwhile: crawled twice, stored once
@@ -212,22 +213,25 @@ class Outbox:
         return self.fatal is not None
 
     async def _retry(self, call: Callable[[list[bytes]], Awaitable[T]], fps: list[bytes]) -> T:
-        """*call* until it succeeds; transient errors stall, a deterministic one stops."""
-        while not self.stopped:
-            try:
-                result = await call(fps)
-            except Exception as exc:  # transient: stall, never drop
-                delay = self.retry.failed(exc)
-                if self.retry.fatal is not None:
-                    self.fatal = self.fatal or self.retry.fatal
-                    break
-                self.stats.inc_value("bloom/retries")
-                await asyncio.sleep(delay)
-                continue
-            self.retry.succeeded()
-            return result
-        self._stopped()
-        raise _Stopped
+        """*call* until it succeeds; transient errors stall, a deterministic one stops
+        (:class:`~crawler.connections.retry.RetryStopped`)."""
+        try:
+            result = await retry(lambda: call(fps), on_retry=self._failed,
+                                 stop=lambda: self.stopped)
+        except RetryStopped:
+            self._stopped()
+            raise
+        self.retry.succeeded()
+        return result
+
+    def _failed(self, exc: Exception, _attempt: int, _delay: float) -> float:
+        """A failed call: transient, it stalls (never drops); deterministic, it stops."""
+        delay = self.retry.failed(exc)
+        if self.retry.fatal is not None:
+            self.fatal = self.fatal or self.retry.fatal
+        else:
+            self.stats.inc_value("bloom/retries")
+        return delay
 
     def _stopped(self) -> None:
         if self.stop is not None and self.fatal is not None:

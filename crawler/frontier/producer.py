@@ -20,6 +20,8 @@ from typing import Any
 from kafka import KafkaProducer
 from kafka import errors as kafka_errors
 
+from crawler.connections.retry import backoff
+
 logger = logging.getLogger(__name__)
 CallFromThread = Callable[..., Any]
 Rejected = Callable[[BaseException], None]
@@ -114,7 +116,7 @@ class Sender:
         if permanent(exc):
             self._reject(topic, len(value), done, rejected, exc)
             return
-        delay = min(self.backoff * 2**attempt, self.backoff_max)
+        delay = backoff(attempt, self.backoff, self.backoff_max)
         logger.warning("Send to %s failed (attempt %d, retrying in %.1fs): %s",
                        topic, attempt + 1, delay, exc)
         self._later(delay, self.send, topic, key, value, done, attempt + 1, rejected)

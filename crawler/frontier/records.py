@@ -10,9 +10,8 @@ worker consumed from the same partition in the same epoch is dropped
 
 from __future__ import annotations
 
-import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy import Request, Spider
 from scrapy.crawler import Crawler
@@ -24,6 +23,7 @@ from crawler.frontier.leases import AckBarrier, Lease, LeaseRegistry
 
 if TYPE_CHECKING:
     from crawler._scrapy import EngineHook
+    from crawler.connections.tasks import Tasks
     from crawler.frontier.buffer import RequestBuffer
     from crawler.frontier.config import FrontierConfig
     from crawler.frontier.delay import Wakeup
@@ -51,7 +51,7 @@ class Records:
     sender: Producer
     _engine: EngineHook
     _wakeup: Wakeup
-    _tasks: set[asyncio.Task[Any]]
+    _tasks: Tasks
     _unacked: int
 
     def _on_records(self, records: list[Record]) -> None:
@@ -61,7 +61,7 @@ class Records:
             lease = Lease(record.topic, record.partition, record.offset, record.epoch)
             if record.topic == self.config.seeds_topic:
                 if (claim := self.seeds.take(record, lease)) is not None:
-                    self._spawn(claim)
+                    self._tasks.spawn(claim, "seed claim")
                 continue
             try:
                 request = codec.decode_request(record.value, self.spider)
@@ -120,8 +120,3 @@ class Records:
         if not_before is not None and not_before > time.time():
             # wake the engine when this request is due, not when something else happens
             self._wakeup.at(not_before)
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)

@@ -30,9 +30,11 @@ from crawler._scrapy import BaseScheduler, EngineHook, as_deferred, on_request_l
 from crawler.config.keys import CrawlKeys, worker_id
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
+from crawler.connections import shared
+from crawler.connections.tasks import Tasks
 from crawler.dedup.backend import DedupBackend, DedupFactory
 from crawler.dedup.dupefilter import LocalBloom
-from crawler.frontier import crawllife
+from crawler.frontier import crawllife, crawlstate
 from crawler.frontier.buffer import RequestBuffer
 from crawler.frontier.clients import KafkaTransport
 from crawler.frontier.completion import Heartbeats, Ledger, RedisLedger
@@ -73,7 +75,7 @@ class KafkaScheduler(Records, BaseScheduler):
         self.recent = RecentFingerprints(config.recent_window)
         self.lifecycle = WorkerLifecycle(crawler, config, self.worker)
         self.redis: aioredis.Redis | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks = Tasks("frontier")  # heartbeats and seed claims
         self._unacked = 0  # records consumed whose lease is neither acknowledged nor dropped
         self._holding = False  # next_request is holding back (KAFKA_MAX_UNACKED)
 
@@ -98,21 +100,16 @@ class KafkaScheduler(Records, BaseScheduler):
     async def _open(self, spider: Spider) -> None:
         cfg = self.config
         state_ttl = crawllife.state_ttl(self.crawler.settings)  # validated before any I/O
-        self.redis = self._redis_client()
-        await connection.check_redis(self.redis, cfg.redis_url)
+        self.redis = shared.redis_for(self.crawler)  # the worker's one pool, given back on close
+        await connection.check_redis(self.redis, cfg.redis.url)
         bloom = self._bloom()
         await bloom.open()
-        state = CrawlState(self.redis, cfg.crawl_id, stale_after=cfg.stale_after)
+        stale_after = crawlstate.stale_after(cfg.heartbeat_interval, cfg.session_timeout_ms)
+        state = CrawlState(self.redis, cfg.crawl_id, stale_after=stale_after)
         channels = await asyncio.to_thread(self.transport.connect, self.worker,
                                            self._on_records, self.unacked_work)
         self.start(spider, bloom=bloom, state=state, ledger=RedisLedger(self.redis, cfg.crawl_id),
                    state_ttl=state_ttl, channels=channels)
-
-    def _redis_client(self) -> aioredis.Redis:
-        cfg = self.config
-        return connection.redis_client(cfg.redis_url, cfg.redis_params,
-                                       connect_timeout=cfg.connect_timeout,
-                                       max_connections=cfg.redis_max_connections)
 
     def _bloom(self) -> DedupBackend:
         """The crawl's shared dupefilter (``FRONTIER_DEDUP_CLASS``) on this worker's Redis."""
@@ -147,7 +144,7 @@ class KafkaScheduler(Records, BaseScheduler):
         self.consumer.start()
         heartbeats: Heartbeats = state
         self.lifecycle.start(self, heartbeats, ledger=ledger, partitions=self.all_partitions,
-                             state_ttl=state_ttl, spawn=self._spawn)
+                             state_ttl=state_ttl, tasks=self._tasks)
         logger.info("Kafka frontier open: crawl %s, worker %s, topics %s (%d partitions)",
                     cfg.crawl_id, self.worker, cfg.requests_topic, self._partitions[0])
 
@@ -161,11 +158,9 @@ class KafkaScheduler(Records, BaseScheduler):
 
     async def _close(self, reason: str) -> None:
         self.lifecycle.closing = True
-        for task in list(self._tasks):
-            task.cancel()
+        await self._tasks.close()  # heartbeats and seed claims: cancelled, even mid-call
         if not hasattr(self, "consumer"):  # open failed before Kafka was reached
-            if self.redis is not None:
-                await self.redis.aclose()
+            await self._release_redis()
             return
         deadline = time.monotonic() + self.config.close_timeout
         while self._acks_to_wait_for() and time.monotonic() < deadline:
@@ -174,14 +169,20 @@ class KafkaScheduler(Records, BaseScheduler):
         self.consumer.stop()
         await asyncio.to_thread(self.consumer.stopped.wait, self.config.close_timeout)
         await asyncio.to_thread(self.sender.close, self.config.close_timeout)
+        await self.outbox.close(grace=deadline - time.monotonic())
         try:
             await self.state.leave(self.worker)
         except Exception as exc:
             logger.warning("Could not remove this worker's heartbeat: %s", exc)
-        if self.redis is not None:
-            await self.redis.aclose()
+        await self._release_redis()
         logger.info("Kafka frontier closed (%s): %d leases acknowledged this run",
                     reason, self.stats.get_value("frontier/acked", 0))
+
+    async def _release_redis(self) -> None:
+        """Give the worker's Redis pool back (the last of its users closes it)."""
+        client, self.redis = self.redis, None
+        if client is not None:
+            await shared.release_redis(self.crawler, client)
 
     def _acks_to_wait_for(self) -> bool:
         """Whether closing should wait: work may still be acknowledged (none can once

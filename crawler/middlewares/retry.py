@@ -47,6 +47,7 @@ from twisted.web.client import ResponseFailed
 from crawler._scrapy import TunnelError
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
+from crawler.frontier.config import lease_timeout
 from crawler.frontier.delay import delayed, scheduler_delays, sleep
 from crawler.politeness.backoff import (
     Action,
@@ -207,7 +208,7 @@ class BackoffRetryMiddleware:
         """Warn when one request's retries can outlast its frontier lease."""
         p = self.policy
         waits = worst_case_delay(self.max_retry_times, p.base, p.cap, p.retry_after_max)
-        lease = config.get_float(settings, "KAFKA_LEASE_TIMEOUT", minimum=1)
+        lease = lease_timeout(settings)
         if waits >= lease:
             logger.warning(
                 "RETRY_TIMES=%d retries may wait up to %.0fs (RETRY_BACKOFF_MAX, "

@@ -154,11 +154,12 @@ MakeWorker = Callable[..., Worker]
 
 @pytest.fixture
 def make_worker() -> MakeWorker:
-    """``make_worker(log=None, assign=[(topic, partition)...], **settings)``: a started worker
-    (call it inside a running event loop)."""
+    """``make_worker(log=None, assign=[(topic, partition)...], crawl_state=None, **settings)``:
+    a started worker (call it inside a running event loop); *crawl_state* replaces the
+    in-memory heartbeats and seed claims (the in-memory ledger stays)."""
 
     def make(log: MemoryLog | None = None, assign: list[tuple[str, int]] | None = None,
-             **settings: Any) -> Worker:
+             crawl_state: Any = None, **settings: Any) -> Worker:
         crawler = get_crawler(MemSpider, {**SETTINGS, **settings})
         engine = Engine()
         crawler.engine = engine  # type: ignore[assignment]
@@ -171,7 +172,8 @@ def make_worker() -> MakeWorker:
         state = MemoryCrawlState(CRAWL)
         bloom = scheduler._bloom()
         assert isinstance(bloom, MemoryBloom)
-        scheduler.start(spider, bloom=bloom, state=state, ledger=state, state_ttl=60.0)
+        scheduler.start(spider, bloom=bloom, state=crawl_state or state, ledger=state,
+                        state_ttl=60.0)
         worker = Worker(scheduler, transport, state, engine, spider)
         worker.consumer.assign(assign if assign is not None else [(REQUESTS, 0), (REQUESTS, 1),
                                                                   (SEEDS, 0), (SEEDS, 1)])
