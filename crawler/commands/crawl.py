@@ -2,7 +2,7 @@
 
 ``COMMANDS_MODULE = "crawler.commands"`` makes this command replace Scrapy's ``crawl``
 in the project, for scrapyd's jobs too (``scrapyd.runner`` runs ``scrapy crawl``).
-Before the reactor runs, :func:`crawler.config.preflight.preflight` checks the settings and
+Before the reactor runs, :func:`crawler.commands.preflight.preflight` checks the settings and
 reaches the services; a mistake found later (a spider argument, the add-on's check of
 the configuration) ends the crawl's task, and is told instead of its traceback.
 """
@@ -19,7 +19,7 @@ from scrapy.exceptions import UsageError
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from crawler.config import preflight
+from crawler.commands import preflight
 
 logger = logging.getLogger(__name__)
 

@@ -41,6 +41,14 @@ class SettingError(ValueError):
         self.setting = name
 
 
+class SpiderArgumentError(ValueError):
+    """A spider argument (``-a NAME=VALUE``) is missing or has a value the spider cannot use."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        super().__init__(f"Spider argument {name}: {problem}")
+        self.argument = name
+
+
 def default(name: str) -> Any:
     return getattr(defaults, name)
 

@@ -70,8 +70,6 @@ class RateLimitConfig:
         )
 
 
-read_config = RateLimitConfig.from_settings
-
 
 def _finite(name: str, number: float) -> float:
     if not math.isfinite(number):

@@ -11,7 +11,7 @@ from scrapy import Request, Spider
 from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
 
-from crawler.config.preflight import SpiderArgumentError
+from crawler.config.readers import SpiderArgumentError
 
 
 def _split(value: str | list[str] | None) -> list[str]:

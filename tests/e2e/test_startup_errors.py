@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from crawler.config import preflight
+from crawler.commands import preflight
 from crawler.config.readers import SettingError
 from crawler.connections.clients import CLIENT_LOGGERS, quiet_client_logs
 from crawler.localstack.services import free_port

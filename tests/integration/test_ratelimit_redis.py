@@ -30,7 +30,7 @@ from scrapy.utils.test import get_crawler
 from crawler.connections.clients import redis_client
 from crawler.frontier.delay import NOT_BEFORE_KEY
 from crawler.middlewares.ratelimit import META_KEY, RateLimitMiddleware
-from crawler.politeness.ratelimiter import RedisLimiter, read_config
+from crawler.politeness.ratelimiter import RateLimitConfig, RedisLimiter
 from crawler.politeness.tokenbucket import LUA_RESERVE, Bucket, Limit, reserve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +48,8 @@ def settings_for(redis_url: str, crawl_id: str, **extra: Any) -> dict[str, Any]:
 
 @asynccontextmanager
 async def limiter(redis_url: str, crawl_id: str, **extra: Any) -> AsyncIterator[RedisLimiter]:
-    cfg = read_config(Settings(settings_for(redis_url, crawl_id, **extra)), "rate")
+    settings = Settings(settings_for(redis_url, crawl_id, **extra))
+    cfg = RateLimitConfig.from_settings(settings, "rate")
     limiter = RedisLimiter(redis_client(redis_url), crawl_id, cfg)
     try:
         yield limiter
@@ -107,11 +108,12 @@ _CHILD = """
 import asyncio, json, sys
 from scrapy.settings import Settings
 from crawler.connections.clients import redis_client
-from crawler.politeness.ratelimiter import RedisLimiter, read_config
+from crawler.politeness.ratelimiter import RateLimitConfig, RedisLimiter
 
 async def main(url, crawl_id, host, count):
-    cfg = read_config(Settings({"REDIS_URL": url, "CRAWL_ID": crawl_id, "RATELIMIT_RATE": 20,
-                                "RATELIMIT_BURST": 5, "RATELIMIT_MAX_WAIT": 1e6}), "rate")
+    cfg = RateLimitConfig.from_settings(Settings({
+        "REDIS_URL": url, "CRAWL_ID": crawl_id, "RATELIMIT_RATE": 20, "RATELIMIT_BURST": 5,
+        "RATELIMIT_MAX_WAIT": 1e6}), "rate")
     limiter = RedisLimiter(redis_client(url), crawl_id, cfg)
     limit = cfg.limit(host)
     print("ready", flush=True)

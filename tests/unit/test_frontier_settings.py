@@ -13,7 +13,7 @@ from scrapy import Request
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from crawler.config.preflight import preflight
+from crawler.commands.preflight import preflight
 from crawler.config.readers import SettingError
 from crawler.connections.options import RedisOptions
 from crawler.frontier import config as frontier

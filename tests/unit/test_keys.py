@@ -14,7 +14,7 @@ from crawler.frontier import crawllife
 from crawler.frontier.crawlstate import CrawlState
 from crawler.politeness.proxypool import ProxyPool
 from crawler.politeness.proxystore import RedisProxyStore
-from crawler.politeness.ratelimiter import RedisLimiter, read_config
+from crawler.politeness.ratelimiter import RateLimitConfig, RedisLimiter
 
 PACKAGE = Path(__file__).resolve().parents[2] / "crawler"
 KEYS_MODULE = PACKAGE / "config" / "keys.py"
@@ -74,7 +74,7 @@ def test_the_stores_use_those_keys() -> None:
     store = RedisProxyStore(ProxyPool(), client, "c-1")
     assert (store.members_key, store.seeded_key, store.health_key, store.tombstone_key) == (
         "{c-1}:proxies", "{c-1}:proxy:seeded", "{c-1}:proxy:health", "{c-1}:proxy:none")
-    limiter = RedisLimiter(client, "c-1", read_config(Settings(), "spider"))
+    limiter = RedisLimiter(client, "c-1", RateLimitConfig.from_settings(Settings(), "spider"))
     assert limiter.overrides_key == "{c-1}:ratelimit:overrides"
     assert limiter.key("a.example") == "{c-1}:ratelimit:a.example"
     assert crawllife.family("c-1", "{c-1}:proxy:health") == "proxy"

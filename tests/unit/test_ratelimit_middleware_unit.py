@@ -19,7 +19,7 @@ from scrapy.utils.test import get_crawler
 
 from crawler.config.readers import SettingError
 from crawler.middlewares.ratelimit import RateLimitMiddleware
-from crawler.politeness.ratelimiter import RedisLimiter, read_config
+from crawler.politeness.ratelimiter import RateLimitConfig, RedisLimiter
 from crawler.politeness.tokenbucket import Limit
 
 HOST = "shop.example"
@@ -102,6 +102,7 @@ def test_bad_settings_are_named_at_start_up(name: str, value: Any) -> None:
 
 
 def test_domain_settings_are_per_host() -> None:
-    cfg = read_config(Settings({"RATELIMIT_DOMAINS": {"Shop.Example.": {"rate": 2}}}), "rate")
+    settings = Settings({"RATELIMIT_DOMAINS": {"Shop.Example.": {"rate": 2}}})
+    cfg = RateLimitConfig.from_settings(settings, "rate")
     assert cfg.limit("shop.example") == Limit(2.0, 2.0)
     assert cfg.limit("www.shop.example") == cfg.default == Limit(1.0, 2.0)

@@ -2,7 +2,7 @@
 
 The mistakes are a missing or partial configuration and a malformed setting
 (:class:`~crawler.config.readers.SettingError`), a missing spider argument
-(:class:`SpiderArgumentError`) and a service that cannot be reached
+(:class:`~crawler.config.readers.SpiderArgumentError`) and a service that cannot be reached
 (:class:`~crawler.connections.clients.ServiceUnavailable`).
 
 :func:`preflight` checks the settings and the services *before* Scrapy opens the
@@ -26,7 +26,7 @@ from scrapy.settings import BaseSettings
 
 from crawler.addon import distributed
 from crawler.config import readers as config
-from crawler.config.readers import SettingError
+from crawler.config.readers import SettingError, SpiderArgumentError
 from crawler.connections import clients as connection
 from crawler.connections.clients import ServiceUnavailable
 from crawler.dedup.backend import load_backend
@@ -34,14 +34,6 @@ from crawler.frontier import crawllife
 from crawler.frontier.config import FrontierConfig
 
 logger = logging.getLogger(__name__)
-
-
-class SpiderArgumentError(ValueError):
-    """A spider argument (``-a NAME=VALUE``) is missing or has a value the spider cannot use."""
-
-    def __init__(self, name: str, problem: str) -> None:
-        super().__init__(f"Spider argument {name}: {problem}")
-        self.argument = name
 
 
 #: the errors that are a user's mistake: one line, no traceback
