@@ -1,5 +1,7 @@
-"""A worker's frontier on the in-memory transport (``crawler.frontier.memory``): no broker,
-no Redis. The test plays the broker, the group coordinator and Scrapy's engine."""
+"""Unit tests use no service: the connection settings of the environment are cleared for
+each of them. And a worker's frontier on the in-memory transport
+(``crawler.frontier.memory``): no broker, no Redis; the test plays the broker, the group
+coordinator and Scrapy's engine."""
 
 from __future__ import annotations
 
@@ -25,6 +27,17 @@ from crawler.frontier.memory import (
     MemoryTransport,
 )
 from crawler.frontier.scheduler import KafkaScheduler
+
+SERVICE_ENVIRONMENT = ("KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI", "MONGO_DATABASE",
+                       "CRAWL_ID")
+
+
+@pytest.fixture(autouse=True)
+def _no_services_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``REDIS_URL`` exported in the shell must not turn a unit test into a Redis test."""
+    for name in SERVICE_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+
 
 CRAWL = "mem"
 REQUESTS, SEEDS, DEAD = f"{CRAWL}.requests", f"{CRAWL}.seeds", f"{CRAWL}.dead"
