@@ -64,7 +64,7 @@ class DistributedAddon:
     def _single_node(self, settings: BaseSettings) -> None:
         crawl = config.get_str(settings, "CRAWL_ID") or "%(name)s"
         path = config.get_str(settings, "LOCAL_ITEMS_PATH").replace("%(crawl_id)s", crawl)
-        settings.set("DUPEFILTER_CLASS", "crawler.dedup.dupefilter.LocalBloomDupeFilter", PRIORITY)
+        settings.set("DUPEFILTER_CLASS", "crawler.dedup.LocalBloomDupeFilter", PRIORITY)
         feeds = settings.getdict("FEEDS")
         feeds.setdefault(path, {"format": "jsonlines", "encoding": "utf8"})
         settings.set("FEEDS", feeds, PRIORITY)

@@ -7,6 +7,7 @@
 - :mod:`~crawler.dedup.local`: in-process Bloom filters.
 """
 
-from crawler.dedup.dupefilter import BloomMissing, LocalBloomDupeFilter, RedisBloom
+from crawler.dedup.dupefilter import BloomMissing, RedisBloom
+from crawler.dedup.local import LocalBloomDupeFilter
 
 __all__ = ["BloomMissing", "LocalBloomDupeFilter", "RedisBloom"]

@@ -29,30 +29,21 @@ from typing import TYPE_CHECKING, Any, Self
 
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
-from scrapy.dupefilters import BaseDupeFilter
-from scrapy.utils.request import referer_str
 
-from crawler.config import readers as config
 from crawler.config.keys import CrawlKeys
 from crawler.connections.redis_errors import TransientError
 from crawler.dedup import bloom as sizing
 from crawler.dedup.backend import ON_MISSING, BloomConfig
 from crawler.dedup.bloom import PIECE_BITS, digest, piece_key, piece_sizes, plan, validate
-from crawler.dedup.local import LocalBloom, ScalableLocalBloom
 from crawler.dedup.redis_filter import LUA_ADD, LUA_CHECK, LUA_CREATE
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
     from scrapy.crawler import Crawler
-    from scrapy.http import Request
     from scrapy.settings import BaseSettings
-    from scrapy.spiders import Spider
-    from scrapy.statscollectors import StatsCollector
-    from scrapy.utils.request import RequestFingerprinterProtocol
 
 logger = logging.getLogger(__name__)
-__all__ = ["BloomInfo", "BloomMissing", "LocalBloom", "LocalBloomDupeFilter", "RedisBloom",
-           "ScalableLocalBloom"]
+__all__ = ["BloomInfo", "BloomMissing", "RedisBloom"]
 
 
 class BloomMissing(TransientError):
@@ -290,54 +281,3 @@ class RedisBloom:
             current_fill=counts[-1] / capacities[-1] if slices else 0.0,
             fill=sum(counts) / total if total else 0.0, memory_bytes=sum(sizes),
         )
-
-
-class LocalBloomDupeFilter(BaseDupeFilter):
-    """``DUPEFILTER_CLASS`` for single-node crawls: a :class:`ScalableLocalBloom` of request
-    fingerprints, sized by ``BLOOM_LOCAL_CAPACITY`` and ``BLOOM_LOCAL_ERROR_RATE``."""
-
-    def __init__(
-        self,
-        *,
-        capacity: int,
-        error_rate: float,
-        fingerprinter: RequestFingerprinterProtocol,
-        stats: StatsCollector | None = None,
-        debug: bool = False,
-    ) -> None:
-        self.bloom = ScalableLocalBloom(capacity=capacity, error_rate=error_rate)
-        self.fingerprinter = fingerprinter
-        self.stats = stats
-        self.debug = debug
-        self.logdupes = True
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        settings = crawler.settings
-        return cls(
-            capacity=config.get_int(settings, "BLOOM_LOCAL_CAPACITY", minimum=1),
-            error_rate=config.get_float(
-                settings, "BLOOM_LOCAL_ERROR_RATE", minimum=0, exclusive_min=True
-            ),
-            fingerprinter=crawler.request_fingerprinter,
-            stats=crawler.stats,
-            debug=settings.getbool("DUPEFILTER_DEBUG"),
-        )
-
-    def request_seen(self, request: Request) -> bool:
-        return not self.bloom.add(self.fingerprinter.fingerprint(request))
-
-    def log(self, request: Request, spider: Spider) -> None:
-        if self.debug:
-            msg = "Filtered duplicate request: %(request)s (referer: %(referer)s)"
-            args = {"request": request, "referer": referer_str(request)}
-            logger.debug(msg, args, extra={"spider": spider})
-        elif self.logdupes:
-            msg = (
-                "Filtered duplicate request: %(request)s - no more duplicates will be shown"
-                " (see DUPEFILTER_DEBUG to show all duplicates)"
-            )
-            logger.debug(msg, {"request": request}, extra={"spider": spider})
-            self.logdupes = False
-        if self.stats is not None:
-            self.stats.inc_value("bloom/filtered")

@@ -12,14 +12,29 @@ fingerprint is taken for one it never saw with a probability of at most ``error_
 (the union of two filters). A probe costs at most two lookups, not one per slice.
 
 :class:`ScalableLocalBloom` never forgets: it is the whole dupefilter of a single-node
-crawl (:class:`crawler.dedup.dupefilter.LocalBloomDupeFilter`), and it grows with the crawl.
+crawl (:class:`LocalBloomDupeFilter`, Scrapy's ``DUPEFILTER_CLASS``), and it grows with the crawl.
 """
 
 from __future__ import annotations
 
-from pybloom_live import BloomFilter, ScalableBloomFilter
+import logging
+from typing import TYPE_CHECKING, Self
 
+from pybloom_live import BloomFilter, ScalableBloomFilter
+from scrapy.dupefilters import BaseDupeFilter
+from scrapy.utils.request import referer_str
+
+from crawler.config import readers as config
 from crawler.dedup.bloom import validate
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Request
+    from scrapy.spiders import Spider
+    from scrapy.statscollectors import StatsCollector
+    from scrapy.utils.request import RequestFingerprinterProtocol
+
+logger = logging.getLogger(__name__)
 
 
 class LocalBloom:
@@ -87,3 +102,54 @@ class ScalableLocalBloom:
 
     def __len__(self) -> int:
         return len(self._filter)
+
+
+class LocalBloomDupeFilter(BaseDupeFilter):
+    """``DUPEFILTER_CLASS`` for single-node crawls: a :class:`ScalableLocalBloom` of request
+    fingerprints, sized by ``BLOOM_LOCAL_CAPACITY`` and ``BLOOM_LOCAL_ERROR_RATE``."""
+
+    def __init__(
+        self,
+        *,
+        capacity: int,
+        error_rate: float,
+        fingerprinter: RequestFingerprinterProtocol,
+        stats: StatsCollector | None = None,
+        debug: bool = False,
+    ) -> None:
+        self.bloom = ScalableLocalBloom(capacity=capacity, error_rate=error_rate)
+        self.fingerprinter = fingerprinter
+        self.stats = stats
+        self.debug = debug
+        self.logdupes = True
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = crawler.settings
+        return cls(
+            capacity=config.get_int(settings, "BLOOM_LOCAL_CAPACITY", minimum=1),
+            error_rate=config.get_float(
+                settings, "BLOOM_LOCAL_ERROR_RATE", minimum=0, exclusive_min=True
+            ),
+            fingerprinter=crawler.request_fingerprinter,
+            stats=crawler.stats,
+            debug=settings.getbool("DUPEFILTER_DEBUG"),
+        )
+
+    def request_seen(self, request: Request) -> bool:
+        return not self.bloom.add(self.fingerprinter.fingerprint(request))
+
+    def log(self, request: Request, spider: Spider) -> None:
+        if self.debug:
+            msg = "Filtered duplicate request: %(request)s (referer: %(referer)s)"
+            args = {"request": request, "referer": referer_str(request)}
+            logger.debug(msg, args, extra={"spider": spider})
+        elif self.logdupes:
+            msg = (
+                "Filtered duplicate request: %(request)s - no more duplicates will be shown"
+                " (see DUPEFILTER_DEBUG to show all duplicates)"
+            )
+            logger.debug(msg, {"request": request}, extra={"spider": spider})
+            self.logdupes = False
+        if self.stats is not None:
+            self.stats.inc_value("bloom/filtered")

@@ -33,7 +33,7 @@ from crawler.connections import clients as connection
 from crawler.connections import shared
 from crawler.connections.tasks import Tasks
 from crawler.dedup.backend import DedupBackend, DedupFactory
-from crawler.dedup.dupefilter import LocalBloom
+from crawler.dedup.local import LocalBloom
 from crawler.frontier import crawllife, crawlstate
 from crawler.frontier.buffer import RequestBuffer
 from crawler.frontier.clients import KafkaTransport

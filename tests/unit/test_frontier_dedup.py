@@ -57,6 +57,6 @@ def test_dupefilter_class_set_in_distributed_mode_says_it_has_no_effect(
         _scheduler()
     assert "DUPEFILTER_CLASS" not in caplog.text
     with caplog.at_level(logging.WARNING):
-        _scheduler(DUPEFILTER_CLASS="crawler.dedup.dupefilter.LocalBloomDupeFilter")
-    assert "DUPEFILTER_CLASS (crawler.dedup.dupefilter.LocalBloomDupeFilter) has no effect" \
+        _scheduler(DUPEFILTER_CLASS="crawler.dedup.LocalBloomDupeFilter")
+    assert "DUPEFILTER_CLASS (crawler.dedup.LocalBloomDupeFilter) has no effect" \
         in caplog.text

@@ -11,7 +11,7 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
 from crawler.config.readers import SettingError
-from crawler.dedup.dupefilter import LocalBloom, LocalBloomDupeFilter
+from crawler.dedup.local import LocalBloom, LocalBloomDupeFilter
 
 
 def make_filter(**settings: Any) -> tuple[LocalBloomDupeFilter, Any]:
@@ -28,7 +28,7 @@ def test_filters_seen_requests_and_counts_them(caplog: pytest.LogCaptureFixture)
     # Same fingerprint: canonical URL (query order) and same method and body.
     again = Request("https://example.com/a?y=2&x=1")
     assert dupefilter.request_seen(again) is True
-    with caplog.at_level(logging.DEBUG, logger="crawler.dedup.dupefilter"):
+    with caplog.at_level(logging.DEBUG, logger="crawler.dedup.local"):
         dupefilter.log(again, spider)
         dupefilter.log(again, spider)
     assert crawler.stats.get_value("bloom/filtered") == 2
@@ -54,7 +54,7 @@ def test_debug_logs_every_duplicate(caplog: pytest.LogCaptureFixture) -> None:
     request = Request("https://example.com/", headers={"Referer": "https://example.com/r"})
     dupefilter.request_seen(request)
     assert dupefilter.request_seen(request)
-    with caplog.at_level(logging.DEBUG, logger="crawler.dedup.dupefilter"):
+    with caplog.at_level(logging.DEBUG, logger="crawler.dedup.local"):
         dupefilter.log(request, spider)
         dupefilter.log(request, spider)
     messages = [r.getMessage() for r in caplog.records]

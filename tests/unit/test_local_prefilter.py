@@ -7,7 +7,7 @@ import hashlib
 import math
 import tracemalloc
 
-from crawler.dedup.dupefilter import LocalBloom, LocalBloomDupeFilter
+from crawler.dedup.local import LocalBloom, LocalBloomDupeFilter
 
 CAPACITY = 2000
 
