@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.demo_site import PAGES as SITE_DIR_PAGES
 
 from crawler.localstack.stack import Stack
 
@@ -36,6 +37,16 @@ def own_redis(tmp_path: Path) -> Iterator[str]:
         yield services.start(["redis"])["REDIS_URL"]
     finally:
         services.stop()
+
+
+@pytest.fixture
+def own_stack(tmp_path: Path) -> Iterator[Stack]:
+    """A stack of this test alone, nothing started: the test starts what it needs."""
+    stack = Stack(tmp_path / "stack")
+    try:
+        yield stack
+    finally:
+        stack.stop()
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +75,16 @@ def crawl_id(request: pytest.FixtureRequest) -> str:
 def demo_site_pages() -> int:
     """How many pages the ``demo_site`` fixture serves."""
     return DEMO_SITE_PAGES
+
+
+@pytest.fixture(scope="module")
+def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated demo site of ``support.demo_site.PAGES`` pages (not served), one a module."""
+    from crawler.localstack.demo_site import generate
+
+    directory = tmp_path_factory.mktemp("site")
+    generate(directory, SITE_DIR_PAGES)
+    return directory
 
 
 @pytest.fixture(scope="session")

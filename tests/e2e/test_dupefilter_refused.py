@@ -14,15 +14,14 @@ from typing import Any
 import pytest
 import redis
 from helpers import wait_until
-from scrapy import Request, Spider
-from scrapy.utils.test import get_crawler
+from scrapy import Request
+from support.scheduler import scheduler_for
 
 from crawler.connections.clients import redis_client
 from crawler.dedup.dupefilter import RedisBloom
 from crawler.dedup.local import LocalBloom
 from crawler.frontier.leases import AckBarrier
 from crawler.frontier.outbox import Outbox
-from crawler.frontier.scheduler import KafkaScheduler
 from crawler.localstack import demo_site as site
 from crawler.localstack.demo import running, worker_command, worker_logs
 from crawler.localstack.stack import Stack
@@ -30,22 +29,12 @@ from crawler.localstack.stack import Stack
 REFUSED = "retrying cannot help"
 
 
-class _Spider(Spider):
-    name = "wiring"
-
-
-def _scheduler(redis_url: str, crawl_id: str, **settings: Any) -> KafkaScheduler:
-    crawler = get_crawler(_Spider, {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1",
-                                    "REDIS_URL": redis_url, "CRAWL_ID": crawl_id, **settings})
-    return KafkaScheduler.from_crawler(crawler)
-
-
 @pytest.mark.parametrize("on_missing", ["pause", "recreate"])
 def test_bloom_on_missing_reaches_the_scheduler_filter(own_redis: str, crawl_id: str,
                                                        on_missing: str) -> None:
     """The filter the scheduler builds follows BLOOM_ON_MISSING and counts bloom/missing."""
     settings = {} if on_missing == "pause" else {"BLOOM_ON_MISSING": on_missing}
-    scheduler = _scheduler(own_redis, crawl_id, **settings)
+    scheduler = scheduler_for(own_redis, crawl_id, **settings)
 
     async def scenario() -> tuple[bool, int]:
         scheduler.redis = redis_client(own_redis)

@@ -1,49 +1,33 @@
 """A crawl with every component that talks to Redis or MongoDB switched on; run by
-test_shared_connections.py in its own process (one Twisted reactor per process).
+test_shared_connections.py in its own process (support.connections.run_crawl).
 
-Usage: ``python shared_crawl.py REDIS_URL MONGO_URI CRAWL_ID CLIENT_NAME APP_NAME``. It
-serves a few pages (one of them always 500, whose failure is recorded in MongoDB), counts
-the Redis connections named CLIENT_NAME while the crawl runs, and prints one JSON line:
-those counts, the shared registry's view and the connections left once the crawl ended.
+Usage: ``PYTHONPATH=tests python shared_crawl.py REDIS_URL MONGO_URI CRAWL_ID CLIENT_NAME
+APP_NAME``. It serves a few pages (one of them always 500, whose failure is recorded in
+MongoDB), counts the Redis connections named CLIENT_NAME while the crawl runs, and prints one
+JSON line: those counts, the shared registry's view and the connections left once the crawl ended.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pymongo
-import redis
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
+from support.connections import Pages, redis_connections, serve
 
 from crawler.connections.shared import shared
 
 PAGES = 6
 
 
-class Pages(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        status = 500 if self.path == "/broken" else 200
-        body = b"<html><body>page</body></html>"
-        self.send_response(status)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-def redis_connections(url: str, name: str) -> int:
-    with redis.Redis.from_url(url) as admin:
-        return sum(1 for c in admin.client_list() if c.get("name") == name)
+class SharedPages(Pages):
+    def page(self, path: str) -> tuple[int, bytes]:
+        return 500 if path == "/broken" else 200, b"<html><body>page</body></html>"
 
 
 def mongo_connections(uri: str, app: str) -> int:
@@ -76,8 +60,7 @@ class SharedSpider(Spider):
 
 
 def main(redis_url: str, mongo_uri: str, crawl_id: str, client_name: str, app: str) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve(SharedPages)
     settings = {
         "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
         "ADDONS": {}, "LOG_LEVEL": "INFO", "TELNETCONSOLE_ENABLED": False,

@@ -12,19 +12,12 @@ from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
+from support.demo_site import PAGES
 
 from benchmarks.micro_demo_site import count_connections
-from crawler.localstack.demo_site import generate, page_path, serve, site_urls, start_server_process
+from crawler.localstack.demo_site import page_path, serve, site_urls, start_server_process
 
-PAGES = 200
 HREF = re.compile(r'href="([^"]*)"')
-
-
-@pytest.fixture(scope="module")
-def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("site")
-    generate(directory, PAGES)
-    return directory
 
 
 def _fetch(url: str) -> str:

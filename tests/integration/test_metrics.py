@@ -22,14 +22,13 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 from scrapy import Request, Spider, signals
 from scrapy.http import HtmlResponse
-from scrapy.utils.misc import build_from_crawler
-from scrapy.utils.test import get_crawler
 from servers.testproxies import start_proxies
+from support.metrics import build
 
 from crawler.config.keys import CrawlKeys, worker_id
 from crawler.extensions.metrics import MetricsExporter
 from crawler.localstack.demo import Worker, start_worker, wait_all, worker_command, worker_logs
-from crawler.localstack.stack import Stack
+from crawler.localstack.stack import Stack, free_port
 from tests.helpers import wait_until
 
 PROMETHEUS = Path("/usr/bin/prometheus")
@@ -37,28 +36,10 @@ SERVICE_VARS = ("KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI", "MONGO_DATA
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-class MetricsSpider(Spider):
-    name = "metrics"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(autouse=True)
 def _no_services_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in SERVICE_VARS:
         monkeypatch.delenv(name, raising=False)
-
-
-def build(**settings: Any) -> tuple[MetricsExporter, Spider]:
-    # no core extensions: the signals fired below reach the exporter alone
-    crawler = get_crawler(MetricsSpider, {"METRICS_ENABLED": True, "EXTENSIONS_BASE": {},
-                                          **settings})
-    exporter = build_from_crawler(MetricsExporter, crawler)
-    return exporter, MetricsSpider.from_crawler(crawler)
 
 
 @pytest.fixture

@@ -20,10 +20,9 @@ from typing import Any
 
 import pytest
 from pymongo import MongoClient
-from scrapy import Request, Spider
+from scrapy import Request
 from scrapy.exceptions import DropItem
-from scrapy.utils.misc import build_from_crawler
-from scrapy.utils.test import get_crawler
+from support.mongo import make_pipeline
 
 from crawler.connections.clients import ServiceUnavailable
 from crawler.localstack.stack import Stack
@@ -31,17 +30,6 @@ from crawler.pipelines.mongo import MongoPipeline
 from tests.mongo_failpoints import ReplicaSet, until
 
 Docs = Callable[[], list[dict[str, Any]]]
-
-
-class ItemsSpider(Spider):
-    name = "items"
-
-
-def make_pipeline(uri: str, crawl_id: str, **settings: Any) -> MongoPipeline:
-    crawler = get_crawler(ItemsSpider, {"MONGO_URI": uri, "CRAWL_ID": crawl_id, **settings})
-    pipeline: MongoPipeline = build_from_crawler(MongoPipeline, crawler)
-    pipeline.crawler = crawler  # type: ignore[attr-defined]  # for the tests' stats
-    return pipeline
 
 
 def stats(pipeline: MongoPipeline) -> dict[str, Any]:

@@ -3,50 +3,28 @@ closed port standing for a dead proxy. In process: tests/unit/test_proxy_middlew
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from asyncio import run
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import pytest
+from support.proxies import PROXY_ON, SECRET, USER, assert_no_secret
 
 from crawler.connections.clients import redis_client
+from crawler.localstack.stack import free_port
 from crawler.politeness.proxypool import parse_proxy
-
-T = TypeVar("T")
-USER, SECRET = "crawl", "pr0xy-s3cret"
-SECRETS = (SECRET, base64.b64encode(f"{USER}:{SECRET}".encode()).decode())
-OURS = "crawler.middlewares.proxies.ProxyPoolMiddleware"
-PROXY_ON = {"PROXY_ENABLED": True, "DOWNLOADER_MIDDLEWARES": {OURS: 610}}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coroutine)
-
-
-def assert_no_secret(*texts: str) -> None:
-    for text in texts:
-        for secret in SECRETS:
-            assert secret not in text
 
 
 # -- services: a local origin (HTTP and HTTPS) and proxy.py ------------------------------

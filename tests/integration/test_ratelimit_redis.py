@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from http.server import SimpleHTTPRequestHandler
@@ -19,27 +19,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
 from helpers import tracebacks_outside_kafka
-from scrapy import Request, Spider
+from scrapy import Request
 from scrapy.http import Response
 from scrapy.settings import Settings
-from scrapy.utils.misc import build_from_crawler
-from scrapy.utils.test import get_crawler
+from support.ratelimit import CLOCK as _CLOCK
+from support.ratelimit import HOST, cleanup, opened, run
 
 from crawler.connections.clients import redis_client
 from crawler.frontier.delay import NOT_BEFORE_KEY
-from crawler.middlewares.ratelimit import META_KEY, RateLimitMiddleware
+from crawler.middlewares.ratelimit import META_KEY
 from crawler.politeness.ratelimiter import RateLimitConfig, RedisLimiter
 from crawler.politeness.tokenbucket import LUA_RESERVE, Bucket, Limit, reserve
 
 ROOT = Path(__file__).resolve().parents[2]
-HOST = "shop.example"
 KAFKA = "crawler.frontier.scheduler.KafkaScheduler"
-
-
-class RateSpider(Spider):
-    name = "rate"
 
 
 def settings_for(redis_url: str, crawl_id: str, **extra: Any) -> dict[str, Any]:
@@ -56,19 +50,6 @@ async def limiter(redis_url: str, crawl_id: str, **extra: Any) -> AsyncIterator[
     finally:
         await cleanup(limiter.client, crawl_id)
         await limiter.close()
-
-
-async def cleanup(client: aioredis.Redis, crawl_id: str) -> None:
-    keys = [k async for k in client.scan_iter(match=f"{{{crawl_id}}}:*")]
-    if keys:
-        await client.delete(*keys)
-
-
-def run(body: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(body())  # type: ignore[arg-type]
-
-
-_CLOCK = 0.002  # seconds: Redis TIME, time.time() and the event loop's clock may differ by this
 
 
 async def _until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
@@ -223,19 +204,6 @@ def test_adaptive_decrease_is_visible_to_another_client(redis_url: str, crawl_id
             assert await a.client.hget(a.key(HOST), "rate") is None
 
     run(scenario)
-
-
-@asynccontextmanager
-async def opened(settings: dict[str, Any]) -> AsyncIterator[RateLimitMiddleware]:
-    crawler = get_crawler(RateSpider, settings)
-    middleware = build_from_crawler(RateLimitMiddleware, crawler)
-    await middleware.spider_opened()
-    try:
-        yield middleware
-    finally:
-        if isinstance(middleware.limiter, RedisLimiter):
-            await cleanup(middleware.limiter.client, middleware.cfg.crawl_id)
-        await middleware.spider_closed()
 
 
 def test_middleware_returns_a_delayed_copy_under_the_kafka_scheduler(

@@ -3,7 +3,6 @@ In process (delays, Retry-After, classification): tests/unit/test_retry_middlewa
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import subprocess
@@ -11,52 +10,25 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from asyncio import run
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from pymongo import MongoClient
-from scrapy import Request, Spider
+from scrapy import Request
 from scrapy.exceptions import DownloadTimeoutError
 from scrapy.http import Response
-from scrapy.utils.misc import build_from_crawler
-from scrapy.utils.test import get_crawler
-
-from crawler.middlewares.retry import BackoffRetryMiddleware
-
-T = TypeVar("T")
-STOCK = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
-OURS = "crawler.middlewares.retry.BackoffRetryMiddleware"
-ENABLED = {"RETRY_BACKOFF_ENABLED": True, "DOWNLOADER_MIDDLEWARES": {STOCK: None, OURS: 550}}
-KAFKA = {"SCHEDULER": "crawler.frontier.scheduler.KafkaScheduler"}
-
-
-class RetrySpider(Spider):
-    name = "retry"
+from support.retry import KAFKA, OURS, STOCK, make, stats
 
 
 @pytest.fixture(autouse=True)
 def _no_services_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("MONGO_URI", "MONGO_DATABASE", "CRAWL_ID"):
         monkeypatch.delenv(name, raising=False)
-
-
-def make(**settings: Any) -> BackoffRetryMiddleware:
-    crawler = get_crawler(RetrySpider, {**ENABLED, **settings})
-    crawler.spider = RetrySpider.from_crawler(crawler)
-    middleware: BackoffRetryMiddleware = build_from_crawler(BackoffRetryMiddleware, crawler)
-    return middleware
-
-
-def stats(middleware: BackoffRetryMiddleware) -> dict[str, Any]:
-    return middleware.stats.get_stats()
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coroutine)
 
 
 @pytest.fixture

@@ -3,14 +3,12 @@ when the crawler stops (crawler.connections.shared), on the real services of the
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.connections import run_crawl
 
 pytestmark = pytest.mark.integration
 
@@ -21,16 +19,7 @@ def crawl(redis_url: str, mongo_uri: str, crawl_id: str) -> tuple[dict[str, Any]
     tag = uuid.uuid4().hex[:8]
     client_name, app = f"shared-{tag}", f"shared-{tag}"
     uri = mongo_uri + ("&" if "?" in mongo_uri else "?") + f"appName={app}"
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), redis_url, uri, crawl_id, client_name,
-                             app], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"the crawl did not end within 120 s: {err[-5000:]}")
-    assert proc.returncode == 0, err[-3000:]
-    return json.loads(out.strip().splitlines()[-1]), err
+    return run_crawl(SCRIPT, [redis_url, uri, crawl_id, client_name, app], timeout=120)
 
 
 def test_every_component_shares_one_redis_pool_and_one_mongo_client(

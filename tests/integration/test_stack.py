@@ -5,7 +5,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,15 +22,6 @@ def _gone(pid: int) -> bool:
     except OSError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
-
-
-@pytest.fixture
-def own_stack(tmp_path: Path) -> Iterator[Stack]:
-    stack = Stack(tmp_path / "stack")
-    try:
-        yield stack
-    finally:
-        stack.stop()
 
 
 def _check_all_answer(env: dict[str, str]) -> None:

@@ -4,15 +4,13 @@ of its connections is left once the crawler stopped. Real Kafka, Redis and Mongo
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import tracebacks_outside_kafka
+from support.connections import run_crawl
 
 pytestmark = pytest.mark.integration
 
@@ -21,16 +19,7 @@ SCRIPT = Path(__file__).with_name("worker_pool_crawl.py")
 
 def crawl(kafka: str, redis_url: str, mongo_uri: str, crawl_id: str) -> tuple[dict[str, Any], str]:
     name = f"pool-{uuid.uuid4().hex[:8]}"
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), kafka, redis_url, mongo_uri, crawl_id,
-                             name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        out, err = proc.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"the crawl did not end within 180 s: {err[-5000:]}")
-    assert proc.returncode == 0, err[-3000:]
-    return json.loads(out.strip().splitlines()[-1]), err
+    return run_crawl(SCRIPT, [kafka, redis_url, mongo_uri, crawl_id, name], timeout=180)
 
 
 def test_a_distributed_worker_holds_one_redis_pool_and_closes_it(

@@ -1,26 +1,24 @@
 """A distributed worker (the Kafka frontier, the Redis dupefilter, the rate limiter, the proxy
 store, the alerts, the MongoDB pipeline) crawling a few pages; run by
-test_worker_one_pool.py in its own process (one Twisted reactor per process).
+test_worker_one_pool.py in its own process (support.connections.run_crawl).
 
-Usage: ``python worker_pool_crawl.py KAFKA REDIS_URL MONGO_URI CRAWL_ID CLIENT_NAME``. While
-it crawls it counts the Redis connections named CLIENT_NAME and checks that the scheduler's
-client is the crawler's shared one; it prints one JSON line: those, the shared registry's
-view and the connections left once the crawl ended.
+Usage: ``PYTHONPATH=tests python worker_pool_crawl.py KAFKA REDIS_URL MONGO_URI CRAWL_ID
+CLIENT_NAME``. While it crawls it counts the Redis connections named CLIENT_NAME and checks
+that the scheduler's client is the crawler's shared one; it prints one JSON line: those, the
+shared registry's view and the connections left once the crawl ended.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import redis
 from scrapy import Request, Spider
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
+from support.connections import Pages, redis_connections, serve
 
 from crawler.connections.shared import shared
 from crawler.frontier.scheduler import KafkaScheduler
@@ -29,25 +27,12 @@ PAGES = 6
 MAX_CONNECTIONS = 2
 
 
-class Pages(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        number = int(self.path.rsplit("/", 1)[-1])
+class LinkedPages(Pages):
+    def page(self, path: str) -> tuple[int, bytes]:
+        number = int(path.rsplit("/", 1)[-1])
         links = "".join(f'<a href="/page/{n}">{n}</a>' for n in (number + 1, 0)
                         if n < PAGES)
-        body = f"<html><body>{links}</body></html>".encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
-def redis_connections(url: str, name: str) -> int:
-    with redis.Redis.from_url(url) as admin:
-        return sum(1 for c in admin.client_list() if c.get("name") == name)
+        return 200, f"<html><body>{links}</body></html>".encode()
 
 
 class PoolSpider(Spider):
@@ -72,8 +57,7 @@ class PoolSpider(Spider):
 
 
 def main(bootstrap: str, redis_url: str, mongo_uri: str, crawl_id: str, client_name: str) -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve(LinkedPages)
     settings = {
         "TWISTED_REACTOR": "twisted.internet.asyncioreactor.AsyncioSelectorReactor",
         "ADDONS": {"crawler.addon.DistributedAddon": 0}, "LOG_LEVEL": "INFO",

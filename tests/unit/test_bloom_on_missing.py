@@ -3,24 +3,10 @@ from_crawler (what the setting does to a crawl: tests/e2e/test_bloom_missing.py)
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from scrapy import Spider
-from scrapy.utils.test import get_crawler
+from support.scheduler import scheduler_for
 
 from crawler.config.readers import SettingError
-from crawler.frontier.scheduler import KafkaScheduler
-
-
-class _Spider(Spider):
-    name = "wiring"
-
-
-def _scheduler(redis_url: str, crawl_id: str, **settings: Any) -> KafkaScheduler:
-    crawler = get_crawler(_Spider, {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1",
-                                    "REDIS_URL": redis_url, "CRAWL_ID": crawl_id, **settings})
-    return KafkaScheduler.from_crawler(crawler)
 
 
 def test_bloom_on_missing_is_validated() -> None:
@@ -38,4 +24,4 @@ def test_bloom_on_missing_is_validated() -> None:
 
 def test_bloom_on_missing_is_checked_by_from_crawler(crawl_id: str) -> None:
     with pytest.raises(SettingError, match="BLOOM_ON_MISSING"):
-        _scheduler("redis://127.0.0.1:1", crawl_id, BLOOM_ON_MISSING="ignore")
+        scheduler_for("redis://127.0.0.1:1", crawl_id, BLOOM_ON_MISSING="ignore")

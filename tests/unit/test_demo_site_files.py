@@ -7,20 +7,11 @@ import re
 from pathlib import Path
 from urllib.parse import urldefrag
 
-import pytest
 from scrapy.http import HtmlResponse
 from scrapy.linkextractors import LinkExtractor
+from support.demo_site import PAGES
 
 from crawler.localstack.demo_site import generate, page_path, site_urls
-
-PAGES = 200
-
-
-@pytest.fixture(scope="module")
-def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("site")
-    generate(directory, PAGES)
-    return directory
 
 
 def test_files(site_dir: Path) -> None:

@@ -10,27 +10,14 @@ from typing import Any
 
 import pytest
 from pymongo.errors import AutoReconnect, OperationFailure
-from scrapy import Spider
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.misc import build_from_crawler
-from scrapy.utils.test import get_crawler
+from support.mongo import make_pipeline
 
 from crawler.config.readers import SettingError
 from crawler.connections.clients import ServiceUnavailable
 from crawler.localstack.stack import free_port
-from crawler.pipelines.mongo import MongoPipeline, is_transient, rejects_document, retry_delay
+from crawler.pipelines.mongo import is_transient, rejects_document, retry_delay
 from crawler.storage.errors import describe
-
-
-class ItemsSpider(Spider):
-    name = "items"
-
-
-def make_pipeline(uri: str, crawl_id: str, **settings: Any) -> MongoPipeline:
-    crawler = get_crawler(ItemsSpider, {"MONGO_URI": uri, "CRAWL_ID": crawl_id, **settings})
-    pipeline: MongoPipeline = build_from_crawler(MongoPipeline, crawler)
-    pipeline.crawler = crawler  # type: ignore[attr-defined]  # for the tests' stats
-    return pipeline
 
 
 def test_an_unreachable_mongo_uri_fails_open_quickly(crawl_id: str) -> None:

@@ -4,14 +4,11 @@ tests/integration/test_proxy_middleware.py)."""
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import logging
-import socket
 import time
-from collections.abc import Coroutine
+from asyncio import run
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from helpers import wait_until
@@ -26,34 +23,14 @@ from scrapy.exceptions import (
 from scrapy.http import Response
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
+from support.proxies import OURS, PROXY_ON, SECRET, SECRETS, USER, assert_no_secret
 
 from crawler.config.readers import SettingError
 from crawler.frontier.delay import NOT_BEFORE_KEY
+from crawler.localstack.stack import free_port
 from crawler.middlewares.proxies import AVOID_KEY, ID_KEY, ProxyPoolMiddleware
 from crawler.middlewares.useragent import UserAgentRotationMiddleware
 from crawler.politeness.proxypool import State, parse_proxy
-
-T = TypeVar("T")
-USER, SECRET = "crawl", "pr0xy-s3cret"
-SECRETS = (SECRET, base64.b64encode(f"{USER}:{SECRET}".encode()).decode())
-OURS = "crawler.middlewares.proxies.ProxyPoolMiddleware"
-PROXY_ON = {"PROXY_ENABLED": True, "DOWNLOADER_MIDDLEWARES": {OURS: 610}}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coroutine)
-
-
-def assert_no_secret(*texts: str) -> None:
-    for text in texts:
-        for secret in SECRETS:
-            assert secret not in text
 
 
 class ProxySpider(Spider):

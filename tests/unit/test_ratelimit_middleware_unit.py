@@ -3,63 +3,22 @@ their bounds (the shared bucket in Redis is tests/integration/test_ratelimit_red
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-import redis.asyncio as aioredis
-from scrapy import Request, Spider
+from scrapy import Request
 from scrapy.exceptions import NotConfigured
 from scrapy.settings import Settings
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
+from support.ratelimit import CLOCK as _CLOCK
+from support.ratelimit import HOST, RateSpider, opened, run
 
 from crawler.config.readers import SettingError
 from crawler.middlewares.ratelimit import RateLimitMiddleware
-from crawler.politeness.ratelimiter import RateLimitConfig, RedisLimiter
+from crawler.politeness.ratelimiter import RateLimitConfig
 from crawler.politeness.tokenbucket import Limit
-
-HOST = "shop.example"
-
-
-class RateSpider(Spider):
-    name = "rate"
-
-
-@pytest.fixture(autouse=True)
-def _no_services_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A REDIS_URL in the environment would share the limiter in Redis: not here."""
-    for name in ("REDIS_URL", "CRAWL_ID"):
-        monkeypatch.delenv(name, raising=False)
-
-
-async def cleanup(client: aioredis.Redis, crawl_id: str) -> None:
-    keys = [k async for k in client.scan_iter(match=f"{{{crawl_id}}}:*")]
-    if keys:
-        await client.delete(*keys)
-
-
-def run(body: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(body())  # type: ignore[arg-type]
-
-
-_CLOCK = 0.002  # seconds: Redis TIME, time.time() and the event loop's clock may differ by this
-
-
-@asynccontextmanager
-async def opened(settings: dict[str, Any]) -> AsyncIterator[RateLimitMiddleware]:
-    crawler = get_crawler(RateSpider, settings)
-    middleware = build_from_crawler(RateLimitMiddleware, crawler)
-    await middleware.spider_opened()
-    try:
-        yield middleware
-    finally:
-        if isinstance(middleware.limiter, RedisLimiter):
-            await cleanup(middleware.limiter.client, middleware.cfg.crawl_id)
-        await middleware.spider_closed()
 
 
 def test_single_node_middleware_sleeps_then_proceeds() -> None:

@@ -8,14 +8,14 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Coroutine
+from asyncio import run
 from datetime import UTC, datetime
 from email.utils import format_datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from pymongo.errors import AutoReconnect, OperationFailure
-from scrapy import Request, Spider
+from scrapy import Request
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.exceptions import (
     CannotResolveHostError,
@@ -29,6 +29,7 @@ from scrapy.exceptions import (
 from scrapy.http import Response
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
+from support.retry import KAFKA, OURS, STOCK, RetrySpider, make, stats
 from twisted.internet import error as tx
 
 from crawler.config.readers import SettingError
@@ -36,37 +37,6 @@ from crawler.frontier.delay import NOT_BEFORE_KEY
 from crawler.localstack.stack import free_port
 from crawler.middlewares.retry import BackoffRetryMiddleware, classify, strip_userinfo
 from crawler.storage.failures import Failure, FailureStore
-
-T = TypeVar("T")
-STOCK = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
-OURS = "crawler.middlewares.retry.BackoffRetryMiddleware"
-ENABLED = {"RETRY_BACKOFF_ENABLED": True, "DOWNLOADER_MIDDLEWARES": {STOCK: None, OURS: 550}}
-KAFKA = {"SCHEDULER": "crawler.frontier.scheduler.KafkaScheduler"}
-
-
-class RetrySpider(Spider):
-    name = "retry"
-
-
-@pytest.fixture(autouse=True)
-def _no_services_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("MONGO_URI", "MONGO_DATABASE", "CRAWL_ID"):
-        monkeypatch.delenv(name, raising=False)
-
-
-def make(**settings: Any) -> BackoffRetryMiddleware:
-    crawler = get_crawler(RetrySpider, {**ENABLED, **settings})
-    crawler.spider = RetrySpider.from_crawler(crawler)
-    middleware: BackoffRetryMiddleware = build_from_crawler(BackoffRetryMiddleware, crawler)
-    return middleware
-
-
-def stats(middleware: BackoffRetryMiddleware) -> dict[str, Any]:
-    return middleware.stats.get_stats()
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coroutine)
 
 
 def respond(middleware: BackoffRetryMiddleware, request: Request, status: int,

@@ -5,21 +5,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from crawler.localstack.stack import Stack, StackError, free_port, runs_binary
-
-
-@pytest.fixture
-def own_stack(tmp_path: Path) -> Iterator[Stack]:
-    stack = Stack(tmp_path / "stack")
-    try:
-        yield stack
-    finally:
-        stack.stop()
 
 
 def test_start_service_needs_a_record(own_stack: Stack) -> None:
