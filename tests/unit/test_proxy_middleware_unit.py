@@ -132,7 +132,9 @@ def test_credentials_travel_only_in_the_proxy_authorization_header() -> None:
 
 
 def test_a_banned_request_comes_back_as_a_fresh_copy_for_another_proxy() -> None:
-    middleware = make([GOOD, OTHER], PROXY_BAN_RETRIES=2, PROXY_BACKOFF_BASE=0.01)
+    # dead for about 0.5 s: long enough to be still dead when checked on a loaded machine
+    # (0.01 s was not, once, with six test runs sharing two cores)
+    middleware = make([GOOD, OTHER], PROXY_BAN_RETRIES=2, PROXY_BACKOFF_BASE=0.5)
     request = Request("http://example.com/a", meta={"crawler_lease": 7}, priority=3)
     run(middleware.process_request(request))
     first = request.meta[ID_KEY]
