@@ -88,6 +88,11 @@ class CrawlKeys:
         return self.prefix + "proxy:health"
 
     @property
+    def proxy_hosts(self) -> str:
+        """Hash: ``<cause>:<host>`` -> failures seen through the pool (cause: proxy | origin)."""
+        return self.prefix + "proxy:hosts"
+
+    @property
     def proxy_tombstone(self) -> str:
         """While it exists, a missing members set means 'emptied by an operator'."""
         return self.prefix + "proxy:none"

@@ -99,6 +99,8 @@ class Health:
     deaths: int = 0  # consecutive deaths (the next pause grows with it)
     streak: int = 0  # consecutive successes
     samples: int = 0  # observations applied
+    proxy_faults: int = 0  # failures blamed on this proxy, by every worker, ever
+    origin_faults: int = 0  # failures seen through it that were the origin's, ever
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -113,7 +115,9 @@ class Health:
                    latency=None if latency is None else float(latency),
                    state=State(data["state"]), until=float(data["until"]),
                    deaths=int(data["deaths"]), streak=int(data["streak"]),
-                   samples=int(data.get("samples", 0)))
+                   samples=int(data.get("samples", 0)),
+                   proxy_faults=int(data.get("proxy_faults", 0)),
+                   origin_faults=int(data.get("origin_faults", 0)))
 
 
 def current(health: Health, now: float) -> Health:

@@ -33,6 +33,7 @@ PINNED = {
     "proxies": "{c-1}:proxies",
     "proxy_seeded": "{c-1}:proxy:seeded",
     "proxy_health": "{c-1}:proxy:health",
+    "proxy_hosts": "{c-1}:proxy:hosts",
     "proxy_tombstone": "{c-1}:proxy:none",
     "ratelimit_prefix": "{c-1}:ratelimit:",
     "ratelimit_overrides": "{c-1}:ratelimit:overrides",
