@@ -75,6 +75,10 @@ RETRY_BACKOFF_BASE = 1.0  # seconds: the first retry waits up to this long (doub
 RETRY_BACKOFF_MAX = 60.0  # seconds: the largest backoff ceiling
 RETRY_AFTER_MAX = 120.0  # seconds: the longest Retry-After honoured (longer ones are capped)
 RETRY_STATUS_OVERRIDES: dict[str, str] = {}  # {"404": "backoff", "dns": "none", ...}
+RETRY_LATER_TIMES = 6  # retries of "come back later" answers (RETRY_LATER_STATUSES, Retry-After)
+RETRY_LATER_STATUSES: list[int] = [429, 502, 503, 504]
+RETRY_NETWORK_TIMES = 4  # retries of the origin's network errors (resets, timeouts, refusals)
+RETRY_MAX_TIME = 300.0  # seconds one request may spend on retries, waits included
 
 # --- per-domain rate limit ---
 RATELIMIT_ENABLED = False  # True: RateLimitMiddleware limits every host's request rate
@@ -97,18 +101,21 @@ PROXY_ENABLED = False  # True: ProxyPoolMiddleware sends requests through the po
 ROTATING_PROXY_LIST: list[str] = []  # proxy addresses, [scheme://][user:pass@]host:port
 ROTATING_PROXY_LIST_PATH = ""  # a file of proxy addresses, one per line ("#" comments)
 PROXY_STORE = ""  # class path; empty: RedisProxyStore when REDIS_URL is set, else in-process
-PROXY_BAN_POLICY = "crawler.politeness.proxypool.BanPolicy"
+PROXY_BAN_POLICY = "crawler.politeness.banpolicy.BanPolicy"
+ROTATING_PROXY_BAN_POLICY = ""  # scrapy-rotating-proxies' name; used when PROXY_BAN_POLICY is not
 PROXY_WHEN_NONE = "wait"  # no usable proxy: wait | direct | fail
-PROXY_BAN_RETRIES = 5  # times a banned request is re-issued through another proxy
+PROXY_RETRIES = 5  # re-issues through another proxy of a request failed by its proxy
 PROXY_REFRESH_INTERVAL = 1.0  # seconds between syncs with the shared store (and after bans)
 PROXY_WAIT_MAX = 30.0  # seconds a request waits at most before it looks for a proxy again
 PROXY_EWMA_ALPHA = 0.3  # weight of a new observation in the moving averages
 PROXY_LATENCY_REF = 1.0  # seconds of latency that halve a proxy's score
 PROXY_MIN_SUCCESS = 0.1  # a success-rate average below this kills the proxy
-PROXY_BACKOFF_BASE = 30.0  # seconds a proxy stays dead the first time (doubles each death)
-PROXY_BACKOFF_MAX = 1800.0  # cap of that pause
+PROXY_BACKOFF_BASE = 5.0  # seconds to a dead proxy's first probe (doubles per death, failed probe)
+PROXY_BACKOFF_MAX = 300.0  # cap of that pause
+PROXY_PROBE_URL = ""  # empty: probe with a CONNECT to the latest host answered; or a URL to GET
+PROXY_PROBE_TIMEOUT = 5.0  # seconds a probe may take
 PROXY_PROBATION_SUCCESSES = 2  # successes that make a proxy on probation alive again
-PROXY_BACKOFF_RESET = 20  # consecutive successes that reset the pause to PROXY_BACKOFF_BASE
+PROXY_BACKOFF_RESET = 20  # successes in a row that reset the pause to PROXY_BACKOFF_BASE
 USERAGENT_ROTATION_ENABLED = False  # True: UserAgentRotationMiddleware picks from USERAGENT_LIST
 USERAGENT_LIST: list[str] = []  # User-Agent strings to rotate over
 

@@ -3,9 +3,12 @@
 Runs before Scrapy's ``HttpProxyMiddleware`` (750), which turns the chosen proxy's
 credentials into a ``Proxy-Authorization`` header: ``DOWNLOADER_MIDDLEWARES =
 {"crawler.middlewares.proxies.ProxyPoolMiddleware": 610}`` and ``PROXY_ENABLED =
-True``. Each request gets a proxy picked by score and that proxy's download slot; a
-banned request comes back at once as a copy for another proxy, under its frontier
-lease. See ``docs/proxies.md``.
+True``. Each request gets a proxy picked by score and that proxy's download slot. What comes
+back is blamed on the proxy or on the origin (:mod:`crawler.politeness.blame`): a
+request failed by its proxy comes back at once as a copy for another proxy, under its
+frontier lease, on the proxy budget (``PROXY_RETRIES``); the origin's failures go on to
+the retry middleware and never lower a proxy's score. Dead proxies get no requests: they
+are probed in the background (:mod:`crawler.politeness.probe`). See ``docs/proxies.md``.
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ from crawler.connections.clients import ServiceUnavailable
 from crawler.connections.retry import RedisRetry
 from crawler.connections.tasks import Tasks, every
 from crawler.frontier.delay import delayed, scheduler_delays, sleep
+from crawler.politeness.banpolicy import SpiderPolicy
+from crawler.politeness.blame import Blame, Cause, Verdict, host_of
+from crawler.politeness.probe import probe
 from crawler.politeness.proxyconfig import ProxyConfig
-from crawler.politeness.proxypool import BanPolicy, Outcome, Proxy, State
+from crawler.politeness.proxypool import Outcome, Proxy, State
 from crawler.politeness.proxystore import ProxyStore
 
 if TYPE_CHECKING:
@@ -40,27 +46,34 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ID_KEY = "proxy_pool_id"  # credential-free id of the proxy of this attempt ("" = direct)
-TRIES_KEY = "proxy_pool_ban_retries"
-AVOID_KEY = "proxy_pool_avoid"  # ids that banned this request
+TRIES_KEY = "proxy_pool_retries"  # re-issues of this request through another proxy
+AVOID_KEY = "proxy_pool_avoid"  # ids that failed this request
 _START_KEY = "proxy_pool_start"
 _OWN_SLOT = "proxy_pool_own_slot"
 _AUTH = b"Proxy-Authorization"
 _HTTPPROXY = "scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware"
 _ATTEMPT_META = ("proxy", AUTH_PROXY_META, "download_slot", "download_latency", _START_KEY)
 ALERT_EVERY = 30.0  # seconds between two "no usable proxy" warnings
+PROBE_TICK = 1.0  # seconds between two looks for dead proxies due for a probe
 
 
 class ProxyPoolMiddleware:
     """Pick a proxy per request, judge what comes back, share the verdict."""
 
-    def __init__(self, *, crawler: Crawler, store: ProxyStore, ban_policy: BanPolicy,
-                 seeds: list[Proxy], when_none: str, ban_retries: int, refresh_interval: float,
-                 wait_max: float, delay_in_scheduler: bool) -> None:
-        self.stats = crawler.stats
+    def __init__(self, *, crawler: Crawler, store: ProxyStore, ban_policy: object,
+                 seeds: list[Proxy], when_none: str, retries: int, refresh_interval: float,
+                 wait_max: float, delay_in_scheduler: bool, probe_url: str = "",
+                 probe_timeout: float = 5.0) -> None:
+        self.crawler, self.stats = crawler, crawler.stats
         self.store, self.pool, self.ban_policy = store, store.pool, ban_policy
-        self.seeds, self.when_none, self.ban_retries = seeds, when_none, ban_retries
+        self.blame = Blame(ban_policy)
+        self.seeds, self.when_none, self.retries = seeds, when_none, retries
         self.refresh_interval, self.wait_max = refresh_interval, wait_max
         self.delay_in_scheduler = delay_in_scheduler
+        self.probe_url, self.probe_timeout = probe_url, probe_timeout
+        self.probe_target = ""  # host:port of the latest answer through the pool
+        self._probing: set[str] = set()
+        self._probed_at: dict[str, float] = {}
         self._tasks = Tasks("proxy pool")
         self._kick_again = False
         self._kicking: asyncio.Task[None] | None = None
@@ -77,9 +90,10 @@ class ProxyPoolMiddleware:
         middleware = cls(
             crawler=crawler, store=build_from_crawler(cfg.store, crawler),
             ban_policy=build_from_crawler(cfg.ban_policy, crawler), seeds=list(cfg.seeds),
-            when_none=cfg.when_none, ban_retries=cfg.ban_retries,
+            when_none=cfg.when_none, retries=cfg.retries,
             refresh_interval=cfg.refresh_interval, wait_max=cfg.wait_max,
-            delay_in_scheduler=scheduler_delays(crawler),
+            delay_in_scheduler=scheduler_delays(crawler), probe_url=cfg.probe_url,
+            probe_timeout=cfg.probe_timeout,
         )
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
@@ -100,7 +114,9 @@ class ProxyPoolMiddleware:
         logger.info("Proxy pool: %d proxies (%s), store %s, refresh every %.1fs",
                     len(self.pool.proxies), ", ".join(sorted(self.pool.proxies)) or "none",
                     type(self.store).__name__, self.refresh_interval)
+        self.blame.policy = SpiderPolicy(self.ban_policy, self.crawler.spider)
         self._tasks.spawn(every(self.refresh_interval, self._sync), "refresh")
+        self._tasks.spawn(every(PROBE_TICK, self._probe_due), "probes")
 
     async def spider_closed(self) -> None:
         await self._tasks.close()
@@ -112,7 +128,10 @@ class ProxyPoolMiddleware:
     async def process_request(self, request: Request) -> Request | None:
         if "proxy" in request.meta and ID_KEY not in request.meta:
             return None  # a proxy (or None: no proxy) chosen by the spider
-        proxy = self.pool.pick(request.meta.get(AVOID_KEY, ()))
+        if not self.probe_target:
+            self.probe_target = _target(request.url)
+        avoid = {*request.meta.get(AVOID_KEY, ()), request.meta.get(ID_KEY)}  # + the last one
+        proxy = self.pool.pick(avoid)
         while proxy is None:
             self._alert()
             if self.when_none == "direct":
@@ -124,8 +143,9 @@ class ProxyPoolMiddleware:
             if self.delay_in_scheduler:  # the frontier holds it, under its lease
                 return delayed(request, wait, dont_filter=True)
             await sleep(wait)
+            await self._probe_due()
             self._changed()
-            proxy = self.pool.pick(request.meta.get(AVOID_KEY, ()))
+            proxy = self.pool.pick(avoid)
         self._assign(request, proxy)
         return None
 
@@ -134,22 +154,21 @@ class ProxyPoolMiddleware:
         if not proxy_id or "cached" in response.flags:
             return response
         request.headers.pop(_AUTH, None)  # the request object may live on (leases, items)
-        outcome = self.ban_policy.judge_response(request, response)
-        self._record(proxy_id, outcome, _latency(request), f"status {response.status}")
-        if outcome is Outcome.BAN:
-            return self._ban_retry(request, proxy_id) or response
-        return response
+        verdict = self.blame.response(request, response, proxy_id, self.pool.clock())
+        if verdict.cause is not Cause.PROXY:
+            self.probe_target = _target(request.url)
+        self._record(request, proxy_id, verdict, _latency(request))
+        return (self._reissue(request, proxy_id, verdict) if verdict.reissue else None) \
+            or response
 
     async def process_exception(self, request: Request, exception: Exception) -> Request | None:
         proxy_id = request.meta.get(ID_KEY)
         if not proxy_id:
             return None
         request.headers.pop(_AUTH, None)
-        outcome = self.ban_policy.judge_exception(request, exception)
-        if outcome is None:
-            return None
-        self._record(proxy_id, outcome, None, type(exception).__name__)
-        return self._ban_retry(request, proxy_id) if outcome is Outcome.BAN else None
+        verdict = self.blame.exception(request, exception, proxy_id, self.pool.clock())
+        self._record(request, proxy_id, verdict, None)
+        return self._reissue(request, proxy_id, verdict) if verdict.reissue else None
 
     # -- helpers ------------------------------------------------------------
     def _assign(self, request: Request, proxy: Proxy | None) -> None:
@@ -171,32 +190,39 @@ class ProxyPoolMiddleware:
         self.stats.inc_value("proxy/requests")
         self.stats.inc_value(f"proxy/{proxy.id}/requests")
 
-    def _record(self, proxy_id: str, outcome: Outcome, latency: float | None,
-                reason: str) -> None:
-        self.store.observe(proxy_id, outcome, latency)
-        if outcome is not Outcome.SUCCESS:
-            kind = "bans" if outcome is Outcome.BAN else "failures"
+    def _record(self, request: Request, proxy_id: str, verdict: Verdict,
+                latency: float | None) -> None:
+        if verdict.outcome is None:
+            return
+        self.store.observe(proxy_id, verdict.outcome, latency)
+        if verdict.cause is not Cause.NONE:
+            host, cause = host_of(request.url), verdict.cause.value
+            self.store.count_host(cause, host)
+            for key in ("proxy/blame", f"proxy/{proxy_id}/blame", f"proxy/host/{host}/blame"):
+                self.stats.inc_value(f"{key}/{cause}")
+        if verdict.outcome in (Outcome.BAN, Outcome.FAILURE):
+            kind = "bans" if verdict.outcome is Outcome.BAN else "failures"
             self.stats.inc_value(f"proxy/{kind}")
             self.stats.inc_value(f"proxy/{proxy_id}/{kind}")
-            logger.debug("Proxy %s: %s (%s)", proxy_id, outcome.value, reason)
+            logger.debug("Proxy %s: %s (%s)", proxy_id, verdict.outcome.value, verdict.reason)
         self._changed()
-        if outcome is Outcome.BAN and self.store.shared:
+        if verdict.outcome is Outcome.BAN and self.store.shared:
             self._kick()
 
-    def _ban_retry(self, request: Request, proxy_id: str) -> Request | None:
-        """A fresh copy of *request* for another proxy, or None once out of ban retries."""
+    def _reissue(self, request: Request, proxy_id: str, verdict: Verdict) -> Request | None:
+        """A fresh copy of *request* for another proxy, or None once out of proxy retries."""
         tries = int(request.meta.get(TRIES_KEY, 0))
-        if request.meta.get("dont_retry") or tries >= self.ban_retries:
-            self.stats.inc_value("proxy/ban_retries_exhausted")
+        if request.meta.get("dont_retry") or tries >= self.retries:
+            self.stats.inc_value("proxy/retries_exhausted")
             return None
         meta = {k: v for k, v in request.meta.items() if k not in _ATTEMPT_META}
         meta[TRIES_KEY] = tries + 1
         meta[AVOID_KEY] = [*request.meta.get(AVOID_KEY, ()), proxy_id]
         retry = request.replace(meta=meta, dont_filter=True)
         retry.headers.pop(_AUTH, None)
-        self.stats.inc_value("proxy/ban_retries")
-        logger.debug("Banned through proxy %s: re-issuing %s through another proxy (%d/%d)",
-                     proxy_id, mask_url(request.url), tries + 1, self.ban_retries)
+        self.stats.inc_value("proxy/retries")
+        logger.debug("Re-issuing %s through another proxy than %s (%s; %d/%d)",
+                     mask_url(request.url), proxy_id, verdict.reason, tries + 1, self.retries)
         return retry  # type: ignore[no-any-return]
 
     def _fail(self, request: Request) -> None:
@@ -239,6 +265,38 @@ class ProxyPoolMiddleware:
         if lost := getattr(self.store, "lost", 0):
             self.stats.set_value("proxy/state_lost", lost)
 
+    # -- probes ---------------------------------------------------------------
+    async def _probe_due(self) -> None:
+        """Probe each dead proxy whose pause is over, all at once; while no proxy is usable,
+        every dead one, at most every ``PROXY_BACKOFF_BASE`` seconds."""
+        now = self.pool.clock()
+        due = {p.id: p for p in self.pool.due(now)}
+        counts = self.pool.counts()
+        if not counts[State.ALIVE] and not counts[State.PROBATION]:
+            base = self.pool.policy.backoff_base
+            due.update((i, p) for i, p in self.pool.proxies.items()
+                       if now - self._probed_at.get(i, float("-inf")) >= base)
+        todo = [p for i, p in due.items() if i not in self._probing]
+        if todo:
+            await asyncio.gather(*(self._probe(p) for p in todo))
+
+    async def _probe(self, proxy: Proxy) -> None:
+        self._probing.add(proxy.id)
+        self._probed_at[proxy.id] = self.pool.clock()
+        try:
+            failed = await probe(proxy, target=self.probe_target, url=self.probe_url,
+                                 timeout=self.probe_timeout)
+        finally:
+            self._probing.discard(proxy.id)
+        if failed == "nothing to probe with yet":
+            return
+        self.stats.inc_value(f"proxy/probes/{'failed' if failed else 'ok'}")
+        self.store.observe(proxy.id, Outcome.PROBE_FAILED if failed else Outcome.PROBE_OK)
+        logger.debug("Probe of proxy %s: %s", proxy.id, failed or "through")
+        self._changed()
+        if not failed and self.store.shared:
+            self._kick()
+
     # -- shared store -------------------------------------------------------
     async def _sync(self) -> None:
         before = set(self.pool.proxies)
@@ -265,6 +323,14 @@ class ProxyPoolMiddleware:
         while self._kick_again:
             self._kick_again = False
             await self._sync()
+
+
+def _target(url: str) -> str:
+    """``host:port`` a probe asks a proxy to ``CONNECT`` to, for a page at *url*."""
+    host = host_of(url)
+    if not host or ":" in host.rpartition("]")[2]:
+        return host
+    return f"{host}:{443 if url.startswith('https:') else 80}"
 
 
 def _latency(request: Request) -> float | None:

@@ -3,9 +3,12 @@
 ``429`` and ``503`` wait what ``Retry-After`` says (capped by ``RETRY_AFTER_MAX``),
 other 5xx, ``408`` and network errors back off exponentially with full jitter,
 other statuses are not retried; ``RETRY_STATUS_OVERRIDES`` changes any of that
-(see :mod:`crawler.politeness.backoff`). With the Kafka frontier a retry waits in the
-worker's buffer under its request's lease (:func:`crawler.frontier.delay.delayed`); with
-Scrapy's scheduler the middleware sleeps on the event loop before returning it.
+(see :mod:`crawler.politeness.backoff`). Budgets depend on the class of failure:
+``RETRY_LATER_TIMES`` for "come back later", ``RETRY_NETWORK_TIMES`` for network errors,
+``RETRY_TIMES`` for the rest, all within ``RETRY_MAX_TIME`` per request. With the Kafka
+frontier a retry waits in the worker's buffer under its request's lease
+(:func:`crawler.frontier.delay.delayed`); with Scrapy's scheduler the middleware sleeps
+on the event loop before returning it.
 
 A request out of retries is recorded before it may end: a warning, stats, and a
 document in ``<CRAWL_ID>.failures`` (:mod:`crawler.storage.failures`) when MongoDB is
@@ -23,6 +26,7 @@ from __future__ import annotations
 import logging
 import random
 import socket
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Self
 from urllib.parse import urlsplit, urlunsplit
@@ -51,10 +55,12 @@ from crawler.frontier.config import lease_timeout
 from crawler.frontier.delay import delayed, scheduler_delays, sleep
 from crawler.politeness.backoff import (
     Action,
+    Budgets,
     Decision,
     Outcome,
     RetryConfig,
     RetryPolicy,
+    retry_class,
     worst_case_delay,
 )
 from crawler.storage.failures import Failure, FailureStore
@@ -72,6 +78,8 @@ logger = logging.getLogger(__name__)
 _SILENT = logging.Logger(f"{__name__}.silent", logging.CRITICAL + 1)
 
 _STOCK = "scrapy.downloadermiddlewares.retry.RetryMiddleware"
+CLASS_KEY = "retry_class_times"  # retries made per class (later, network, other)
+STARTED_KEY = "retry_started"  # time.time() of the request's first failure
 #: exception types per network error category, most specific first
 _CATEGORIES: tuple[tuple[str, tuple[type[BaseException], ...]], ...] = (
     ("timeout", (DownloadTimeoutError, tx.TimeoutError, tx.TCPTimedOutError,
@@ -112,12 +120,16 @@ class BackoffRetryMiddleware:
         self, *, crawler: Crawler, base: float, cap: float, retry_after_max: float,
         overrides: Mapping[Outcome, Action], max_retry_times: int, priority_adjust: int,
         delay_in_scheduler: bool, failures: FailureStore | None,
-        rng: random.Random | None = None,
+        rng: random.Random | None = None, budgets: Budgets | None = None,
+        later_statuses: frozenset[int] | None = None,
     ) -> None:
         self.crawler = crawler
         self.policy = RetryPolicy(base=base, cap=cap, retry_after_max=retry_after_max,
                                   overrides=dict(overrides), rng=rng or random.Random())
         self.max_retry_times, self.priority_adjust = max_retry_times, priority_adjust
+        self.budgets = budgets or Budgets(later=max_retry_times, network=max_retry_times,
+                                          other=max_retry_times, max_time=float("inf"))
+        self.later_statuses = later_statuses if later_statuses is not None else frozenset()
         self.delay_in_scheduler = delay_in_scheduler
         self.failures = failures
 
@@ -132,7 +144,8 @@ class BackoffRetryMiddleware:
             crawler=crawler, base=cfg.base, cap=cfg.cap, retry_after_max=cfg.retry_after_max,
             overrides=cfg.overrides, max_retry_times=cfg.max_retry_times,
             priority_adjust=cfg.priority_adjust, delay_in_scheduler=scheduler_delays(crawler),
-            failures=FailureStore.from_crawler(crawler),
+            failures=FailureStore.from_crawler(crawler), budgets=cfg.budgets,
+            later_statuses=cfg.later_statuses,
         )
         if middleware.delay_in_scheduler:
             middleware._check_lease_budget(s)
@@ -166,16 +179,27 @@ class BackoffRetryMiddleware:
         decision = self.policy.decide(outcome, attempt, retry_after=retry_after)
         if decision is None:
             return None
+        kind = retry_class(outcome, retry_after=retry_after is not None,
+                           later=self.later_statuses)
+        used = dict(request.meta.get(CLASS_KEY) or {})
+        started = float(request.meta.get(STARTED_KEY) or time.time())
+        spent = self.budgets.spent(kind, used, time.time() - started + decision.delay,
+                                   request.meta.get("max_retry_times"), attempt)
+        if spent is not None:
+            self.stats.inc_value("retry/max_reached")  # Scrapy's name for it
+            self.stats.inc_value(f"retry/exhausted/{kind}")
+            await self._give_up(request, f"{reason} ({spent})", attempt + 1, last_status)
+            return None
         assert self.crawler.spider is not None
         retry = get_retry_request(
-            request, spider=self.crawler.spider, reason=reason,
-            max_retry_times=request.meta.get("max_retry_times", self.max_retry_times),
+            request, spider=self.crawler.spider, reason=reason, max_retry_times=attempt + 1,
             priority_adjust=request.meta.get("priority_adjust", self.priority_adjust),
             logger=_SILENT, give_up_log_level=logging.DEBUG,
         )
-        if retry is None:
-            await self._give_up(request, reason, attempt + 1, last_status)
-            return None
+        assert retry is not None  # max_retry_times allows one more: the budgets decided
+        retry.meta[CLASS_KEY] = {**used, kind: int(used.get(kind, 0)) + 1}
+        retry.meta[STARTED_KEY] = started
+        self.stats.inc_value(f"retry/class/{kind}")
         return await self._delay(retry, decision, reason)
 
     async def _delay(self, retry: Request, decision: Decision, reason: str) -> Request:
@@ -206,15 +230,16 @@ class BackoffRetryMiddleware:
 
     def _check_lease_budget(self, settings: BaseSettings) -> None:
         """Warn when one request's retries can outlast its frontier lease."""
-        p = self.policy
-        waits = worst_case_delay(self.max_retry_times, p.base, p.cap, p.retry_after_max)
+        p, b = self.policy, self.budgets
+        retries = b.later + b.network + b.other
+        waits = min(worst_case_delay(retries, p.base, p.cap, p.retry_after_max), b.max_time)
         lease = lease_timeout(settings)
         if waits >= lease:
             logger.warning(
-                "RETRY_TIMES=%d retries may wait up to %.0fs (RETRY_BACKOFF_MAX, "
+                "%d retries may wait up to %.0fs (RETRY_MAX_TIME, RETRY_BACKOFF_MAX, "
                 "RETRY_AFTER_MAX), longer than KAFKA_LEASE_TIMEOUT=%.0fs: such a request's "
                 "lease expires and it is re-queued while its retry still waits",
-                self.max_retry_times, waits, lease)
+                retries, waits, lease)
 
 
 def _check_stock_retry_disabled(settings: BaseSettings) -> None:

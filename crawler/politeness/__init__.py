@@ -11,8 +11,8 @@
 """
 
 from crawler.politeness.backoff import RetryConfig
+from crawler.politeness.banpolicy import BanPolicy
 from crawler.politeness.proxyconfig import ProxyConfig
-from crawler.politeness.proxypool import BanPolicy
 from crawler.politeness.proxystore import ProxyStore, RedisProxyStore
 from crawler.politeness.ratelimiter import RateLimitConfig
 

@@ -10,6 +10,13 @@ Each outcome maps to an :data:`Action`:
   (capped); without a usable header, back off like ``"backoff"``;
 - ``"backoff"``: exponential backoff with AWS's "full jitter";
 - ``"none"``: do not retry.
+
+Each outcome also has a *class* with its own budget (:class:`Budgets`): ``"later"``, the
+site's "come back later" (429, 502, 503, 504, or any answer with ``Retry-After``);
+``"network"``, the origin's network errors; ``"other"``, every other retried outcome
+(Scrapy's ``RETRY_TIMES``). ``RETRY_MAX_TIME`` bounds the time a request spends on retries
+of every class. A failure that was the *proxy's* uses none of these: the proxy pool
+re-issues it through another proxy on its own budget.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ NETWORK_ERRORS = (
     "timeout", "dns", "connection_refused", "connection_lost", "connect_error", "io_error",
 )
 RETRY_AFTER_STATUSES = frozenset({429, 503})
+LATER_STATUSES = frozenset({429, 502, 503, 504})  # RETRY_LATER_STATUSES' default
+RETRY_CLASSES = ("later", "network", "other")
 BACKOFF_STATUSES = frozenset({408, 522, 524})  # besides every other 5xx
 
 _DELTA_SECONDS = re.compile(r"[+-]?\d+(?:\.\d+)?")
@@ -187,6 +196,40 @@ class RetryPolicy:
         return Decision(full_jitter(attempt, self.base, self.cap, self.rng), "backoff")
 
 
+def retry_class(outcome: Outcome, *, retry_after: bool,
+                later: frozenset[int] = LATER_STATUSES) -> str:
+    """The budget class of *outcome* (one of :data:`RETRY_CLASSES`)."""
+    if isinstance(outcome, str):
+        return "network"
+    return "later" if outcome in later or retry_after else "other"
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """Retries allowed per class, and the time all retries of one request may take."""
+
+    later: int  # RETRY_LATER_TIMES
+    network: int  # RETRY_NETWORK_TIMES
+    other: int  # RETRY_TIMES
+    max_time: float  # RETRY_MAX_TIME, seconds from the first failure
+
+    def limit(self, kind: str) -> int:
+        return int(getattr(self, kind))
+
+    def spent(self, kind: str, used: Mapping[str, int], elapsed: float,
+              cap: int | None = None, total: int = 0) -> str | None:
+        """Why no retry of class *kind* is left, or None: *used* counts the retries made per
+        class, *elapsed* the seconds since the first failure plus the next wait, *cap* is
+        ``meta["max_retry_times"]`` (a cap on the *total* made so far)."""
+        if elapsed > self.max_time:
+            return f"RETRY_MAX_TIME ({self.max_time:g}s) spent"
+        if cap is not None and total >= cap:
+            return f"max_retry_times ({cap}) reached"
+        if int(used.get(kind, 0)) >= self.limit(kind):
+            return f"{kind} budget ({self.limit(kind)}) spent"
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class RetryConfig:
     """The ``RETRY_*`` settings of the backoff retry middleware, read and checked once."""
@@ -195,20 +238,44 @@ class RetryConfig:
     cap: float  # RETRY_BACKOFF_MAX
     retry_after_max: float  # RETRY_AFTER_MAX
     overrides: Mapping[Outcome, Action]  # RETRY_STATUS_OVERRIDES
-    max_retry_times: int  # RETRY_TIMES (Scrapy's)
+    max_retry_times: int  # RETRY_TIMES (Scrapy's): the "other" class
     priority_adjust: int  # RETRY_PRIORITY_ADJUST (Scrapy's)
+    budgets: Budgets
+    later_statuses: frozenset[int]  # RETRY_LATER_STATUSES
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RetryConfig:
         """:class:`~crawler.config.readers.SettingError` names a bad setting."""
         base = config.get_float(settings, "RETRY_BACKOFF_BASE", minimum=0, exclusive_min=True)
+        times = config.get_int(settings, "RETRY_TIMES", minimum=0)
         return cls(
             base=base, cap=config.get_float(settings, "RETRY_BACKOFF_MAX", minimum=base),
             retry_after_max=config.get_float(settings, "RETRY_AFTER_MAX", minimum=0),
             overrides=_overrides_setting(settings),
-            max_retry_times=config.get_int(settings, "RETRY_TIMES", minimum=0),
+            max_retry_times=times,
             priority_adjust=config.get_int(settings, "RETRY_PRIORITY_ADJUST"),
+            budgets=Budgets(
+                later=config.get_int(settings, "RETRY_LATER_TIMES", minimum=0),
+                network=config.get_int(settings, "RETRY_NETWORK_TIMES", minimum=0),
+                other=times,
+                max_time=config.get_float(settings, "RETRY_MAX_TIME", minimum=0,
+                                          exclusive_min=True)),
+            later_statuses=_statuses(settings, "RETRY_LATER_STATUSES"),
         )
+
+
+def _statuses(settings: BaseSettings, name: str) -> frozenset[int]:
+    value = config.raw(settings, name)
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple, set, frozenset)):
+        raise SettingError(name, f"expected a list of HTTP statuses, got {value!r}")
+    statuses = set()
+    for item in items:
+        text = str(item).strip()
+        if isinstance(item, bool) or not text.isdigit() or not 100 <= int(text) <= 599:
+            raise SettingError(name, f"expected HTTP statuses from 100 to 599, got {item!r}")
+        statuses.add(int(text))
+    return frozenset(statuses)
 
 
 def _overrides_setting(settings: BaseSettings) -> dict[Outcome, Action]:

@@ -35,22 +35,48 @@ class ProxyConfig:
     ban_policy: type
     seeds: tuple[Proxy, ...]
     when_none: str
-    ban_retries: int
+    retries: int  # PROXY_RETRIES: re-issues through another proxy after the proxy's fault
     refresh_interval: float
     wait_max: float
+    probe_url: str
+    probe_timeout: float
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ProxyConfig:
+        if config.user_set(settings, "PROXY_BAN_RETRIES"):
+            raise SettingError("PROXY_BAN_RETRIES", "renamed PROXY_RETRIES (it now counts "
+                               "every failure that was the proxy's, bans included)")
         fallback = REDIS_STORE if config.get_str(settings, "REDIS_URL") else LOCAL_STORE
         return cls(
             store=load_class(settings, "PROXY_STORE", fallback),
-            ban_policy=load_class(settings, "PROXY_BAN_POLICY"),
+            ban_policy=load_class(settings, _policy_setting(settings)),
             seeds=tuple(seed_proxies(settings)),
             when_none=config.get_choice(settings, "PROXY_WHEN_NONE", WHEN_NONE),
-            ban_retries=config.get_int(settings, "PROXY_BAN_RETRIES", minimum=0),
+            retries=config.get_int(settings, "PROXY_RETRIES", minimum=0),
             refresh_interval=_positive(settings, "PROXY_REFRESH_INTERVAL"),
             wait_max=_positive(settings, "PROXY_WAIT_MAX"),
+            probe_url=_probe_url(settings),
+            probe_timeout=_positive(settings, "PROXY_PROBE_TIMEOUT"),
         )
+
+
+def _policy_setting(settings: BaseSettings) -> str:
+    """``PROXY_BAN_POLICY``, or scrapy-rotating-proxies' ``ROTATING_PROXY_BAN_POLICY`` when
+    only that one is set."""
+    ours, theirs = "PROXY_BAN_POLICY", "ROTATING_PROXY_BAN_POLICY"
+    if not config.user_set(settings, theirs) or not config.get_str(settings, theirs):
+        return ours
+    if config.user_set(settings, ours) and \
+            config.get_str(settings, ours) != config.get_str(settings, theirs):
+        raise SettingError(theirs, f"set {ours} or {theirs}, not both to different classes")
+    return theirs
+
+
+def _probe_url(settings: BaseSettings) -> str:
+    url = config.get_str(settings, "PROXY_PROBE_URL")
+    if url and not url.startswith(("http://", "https://")):
+        raise SettingError("PROXY_PROBE_URL", "expected an http:// or https:// URL")
+    return url
 
 
 def _positive(settings: BaseSettings, name: str) -> float:
@@ -58,7 +84,8 @@ def _positive(settings: BaseSettings, name: str) -> float:
 
 
 def pool_policy(settings: BaseSettings) -> PoolPolicy:
-    """How observations move a proxy's health: ``PROXY_EWMA_ALPHA``, ``PROXY_BACKOFF_*``..."""
+    """How observations move a proxy's health: ``PROXY_EWMA_ALPHA``, ``PROXY_BACKOFF_*``
+    (the pauses between probes of a dead proxy)..."""
     base = _positive(settings, "PROXY_BACKOFF_BASE")
     return PoolPolicy(
         alpha=config.get_float(settings, "PROXY_EWMA_ALPHA", minimum=0, maximum=1,

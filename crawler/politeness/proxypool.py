@@ -2,11 +2,13 @@
 
 A proxy's :class:`Health` holds moving averages (EWMA) of its success rate and its
 latency; its score, ``success * ref / (ref + latency)``, weighs a random choice.
-A ban (or a success rate below a floor) makes it *dead* for a pause that doubles
-with each consecutive death (``base * 2**(deaths - 1)``, capped); when the pause
-is over it returns on *probation*, with fresh averages and half its weight: a ban
-kills it again for twice as long, a few successes make it *alive*, and a run of
-successes resets the pause.
+A ban (or a success rate below a floor) makes it *dead*. A dead proxy gets no request:
+it is *probed* (:mod:`crawler.politeness.probe`) once its pause is over, a pause that
+doubles with each death in a row and each failed probe (``base * 2**n``, capped). A
+probe that gets through puts it on *probation*, with fresh averages and half its
+weight: a ban kills it again, a few successes make it *alive*, and a run of successes
+resets the pause. Which failures count against a proxy at all is decided by
+:mod:`crawler.politeness.blame`; the origin's own failures are counted, never scored.
 """
 
 from __future__ import annotations
@@ -14,12 +16,10 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import re
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
-from typing import Protocol
 from urllib.parse import urlsplit
 
 PROBATION_WEIGHT = 0.5  # a proxy on probation is picked half as often as its score says
@@ -33,8 +33,11 @@ class State(StrEnum):
 
 class Outcome(StrEnum):
     SUCCESS = "success"
-    FAILURE = "failure"  # counts against the proxy's success rate
-    BAN = "ban"  # kills the proxy
+    FAILURE = "failure"  # the proxy's fault: counts against its success rate
+    BAN = "ban"  # the proxy's fault: kills it
+    ORIGIN = "origin"  # a failure seen through the proxy that was the origin's: counted only
+    PROBE_OK = "probe_ok"  # a probe of a dead proxy got through: probation
+    PROBE_FAILED = "probe_failed"  # a probe of a dead proxy failed: the pause grows
 
 
 @dataclass(frozen=True)
@@ -79,13 +82,16 @@ class PoolPolicy:
     alpha: float = 0.3  # weight of a new observation in the moving averages
     latency_ref: float = 1.0  # seconds of latency that halve a score
     min_success: float = 0.1  # a success rate below this kills the proxy
-    backoff_base: float = 30.0  # seconds of the first pause of a dead proxy
-    backoff_max: float = 1800.0
+    backoff_base: float = 5.0  # seconds before a dead proxy's first probe
+    backoff_max: float = 300.0
     probation_successes: int = 2  # successes on probation that make a proxy alive
     reset_after: int = 20  # consecutive successes that reset the pause to the base
 
-    def pause(self, deaths: int) -> float:
-        return float(min(self.backoff_max, self.backoff_base * 2.0 ** max(deaths - 1, 0)))
+    def pause(self, deaths: int, probes: int = 0) -> float:
+        """Seconds until the next probe after *deaths* deaths in a row and *probes* failed
+        probes since the last one."""
+        exponent = min(max(deaths - 1, 0) + max(probes, 0), 64)
+        return float(min(self.backoff_max, self.backoff_base * 2.0 ** exponent))
 
 
 @dataclass(frozen=True)
@@ -95,10 +101,11 @@ class Health:
     success: float = 1.0  # EWMA of 1 per success, 0 per failure or ban
     latency: float | None = None  # EWMA of seconds per successful request; None: unmeasured
     state: State = State.ALIVE
-    until: float = 0.0  # time.time() a dead proxy returns on probation
+    until: float = 0.0  # time.time() a dead proxy is probed next
     deaths: int = 0  # consecutive deaths (the next pause grows with it)
     streak: int = 0  # consecutive successes
     samples: int = 0  # observations applied
+    probes: int = 0  # failed probes since it died
     proxy_faults: int = 0  # failures blamed on this proxy, by every worker, ever
     origin_faults: int = 0  # failures seen through it that were the origin's, ever
 
@@ -115,17 +122,21 @@ class Health:
                    latency=None if latency is None else float(latency),
                    state=State(data["state"]), until=float(data["until"]),
                    deaths=int(data["deaths"]), streak=int(data["streak"]),
-                   samples=int(data.get("samples", 0)),
+                   samples=int(data.get("samples", 0)), probes=int(data.get("probes", 0)),
                    proxy_faults=int(data.get("proxy_faults", 0)),
                    origin_faults=int(data.get("origin_faults", 0)))
 
 
 def current(health: Health, now: float) -> Health:
-    """*health* as of *now*: a dead proxy whose pause is over is on probation, re-scored."""
-    if health.state is State.DEAD and now >= health.until:
-        return Health(state=State.PROBATION, until=health.until, deaths=health.deaths,
-                      samples=health.samples)
+    """*health* as of *now* (a dead proxy stays dead until a probe gets through)."""
+    del now  # kept for callers that judge at a time: the state no longer changes by itself
     return health
+
+
+def _revived(h: Health) -> Health:
+    """On probation with fresh averages; the counts of deaths and faults carry on."""
+    return Health(state=State.PROBATION, until=h.until, deaths=h.deaths, samples=h.samples,
+                  proxy_faults=h.proxy_faults, origin_faults=h.origin_faults)
 
 
 def score(health: Health, policy: PoolPolicy) -> float:
@@ -141,20 +152,26 @@ def apply(health: Health, outcome: Outcome, latency: float | None, now: float,
           policy: PoolPolicy) -> Health:
     """*health* after one observation made at *now*.
 
-    A ban kills; a failure only lowers the success rate, on probation too (a slow
-    or faulty site must not keep killing revived proxies), until it falls below
-    ``min_success``.
+    A ban kills; a failure only lowers the success rate, on probation too, until it
+    falls below ``min_success``. An origin failure only counts. A dead proxy changes
+    only by a probe; late news of requests in flight when it died keeps its pause.
     """
-    h = current(health, now)
-    if h.state is State.DEAD:  # late news of requests in flight when it died: keep the pause
-        return replace(h, samples=h.samples + 1)
+    h = replace(health, samples=health.samples + 1)
+    if outcome is Outcome.ORIGIN:
+        return replace(h, origin_faults=h.origin_faults + 1)
+    if outcome in (Outcome.PROBE_OK, Outcome.PROBE_FAILED):
+        return _probed(h, outcome is Outcome.PROBE_OK, now, policy)
+    if outcome is not Outcome.SUCCESS:
+        h = replace(h, proxy_faults=h.proxy_faults + 1)
+    if h.state is State.DEAD:
+        return h
     good = outcome is Outcome.SUCCESS
     success = h.success + policy.alpha * ((1.0 if good else 0.0) - h.success)
-    h = replace(h, success=success, samples=h.samples + 1)
+    h = replace(h, success=success)
     if not good:
         if outcome is Outcome.BAN or success < policy.min_success:
             deaths = h.deaths + 1
-            return replace(h, state=State.DEAD, deaths=deaths, streak=0,
+            return replace(h, state=State.DEAD, deaths=deaths, streak=0, probes=0,
                            until=now + policy.pause(deaths))
         return replace(h, streak=0)
     if latency is not None:
@@ -166,6 +183,15 @@ def apply(health: Health, outcome: Outcome, latency: float | None, now: float,
         state = State.ALIVE
     return replace(h, streak=streak, state=state,
                    deaths=0 if streak >= policy.reset_after else h.deaths)
+
+
+def _probed(h: Health, ok: bool, now: float, policy: PoolPolicy) -> Health:
+    if h.state is not State.DEAD:  # another worker's probe revived it first
+        return h
+    if ok:
+        return _revived(h)
+    probes = h.probes + 1
+    return replace(h, probes=probes, until=now + policy.pause(h.deaths, probes))
 
 
 class ProxyPool:
@@ -218,9 +244,15 @@ class ProxyPool:
         return self.rng.choices([p for p, _ in preferred], [w for _, w in preferred])[0]
 
     def next_revival(self) -> float | None:
-        """When the first dead member returns on probation (``clock()`` time), or None."""
+        """When the first dead member is probed next (``clock()`` time), or None."""
         times = [h.until for i in self.proxies if (h := self.get(i)).state is State.DEAD]
         return min(times, default=None)
+
+    def due(self, now: float | None = None) -> list[Proxy]:
+        """The dead members whose pause is over: the ones to probe."""
+        at = self.clock() if now is None else now
+        return [p for i, p in self.proxies.items()
+                if (h := self.get(i)).state is State.DEAD and at >= h.until]
 
     def counts(self) -> dict[State, int]:
         counts = dict.fromkeys(State, 0)
@@ -238,87 +270,3 @@ class ProxyPool:
                 changes.append((proxy_id, before, state))
             self._reported[proxy_id] = state
         return changes
-
-
-class RequestLike(Protocol):
-    @property
-    def method(self) -> str: ...
-
-
-class ResponseLike(Protocol):
-    @property
-    def status(self) -> int: ...
-
-    @property
-    def body(self) -> bytes: ...
-
-
-_TUNNEL_STATUS = re.compile(r"'status': (\d{3})")
-
-
-def _named(exception: BaseException, names: Collection[str]) -> bool:
-    return any(cls.__name__ in names for cls in type(exception).__mro__)
-
-
-def _first_named(exception: BaseException, *groups: Collection[str]) -> int | None:
-    """Index of the group naming the most specific class of *exception*, or None."""
-    for cls in type(exception).__mro__:
-        for index, names in enumerate(groups):
-            if cls.__name__ in names:
-                return index
-    return None
-
-
-class BanPolicy:
-    """The default ban policy (``PROXY_BAN_POLICY``); subclass it to change the rules.
-
-    A policy judges what came back through a proxy: a ban kills the proxy, a
-    failure lowers its success rate, a success raises it. Override
-    :meth:`response_is_ban` and :meth:`exception_is_ban` (the names of
-    scrapy-rotating-proxies) or the two ``judge_*`` methods.
-    """
-
-    BAN_STATUSES: frozenset[int] = frozenset({403, 407, 429})
-    #: connection-level errors: the proxy itself is unreachable. Matched by class name,
-    #: the most specific class first (Twisted's TimeoutError is a ConnectError: a failure)
-    BAN_ERRORS: frozenset[str] = frozenset({
-        "ConnectError", "ConnectionRefusedError", "DownloadConnectionRefusedError",
-        "DNSLookupError", "CannotResolveHostError", "NoRouteError",
-    })
-    #: errors that may be the proxy's or the site's fault: failures, not bans
-    FAILURE_ERRORS: frozenset[str] = frozenset({
-        "TimeoutError", "DownloadTimeoutError", "DownloadFailedError", "ResponseFailed",
-        "ResponseNeverReceived", "ResponseDataLossError", "ConnectionLost", "ConnectionDone",
-        "ConnectionClosed", "TunnelError", "OSError",
-    })
-
-    def response_is_ban(self, request: RequestLike, response: ResponseLike) -> bool:
-        if response.status in self.BAN_STATUSES:
-            return True
-        return response.status == 200 and not response.body and request.method != "HEAD"
-
-    def exception_is_ban(self, request: RequestLike, exception: BaseException) -> bool:
-        if _named(exception, {"TunnelError"}):  # the CONNECT answer (HTTPS through a proxy)
-            found = _TUNNEL_STATUS.search(str(exception))
-            return found is None or int(found.group(1)) in self.BAN_STATUSES
-        return _first_named(exception, self.BAN_ERRORS, self.FAILURE_ERRORS) == 0
-
-    def judge_response(self, request: RequestLike, response: ResponseLike) -> Outcome:
-        if self.is_site_slowdown(response):
-            return Outcome.FAILURE
-        return Outcome.BAN if self.response_is_ban(request, response) else Outcome.SUCCESS
-
-    def is_site_slowdown(self, response: ResponseLike) -> bool:
-        """A 429 carrying ``Retry-After``: the site asks every client to slow down.
-
-        The retry middleware and the rate limiter act on it; the proxy only loses
-        score (a proxy that keeps getting them still dies by its success rate).
-        """
-        headers = getattr(response, "headers", None)
-        return response.status == 429 and bool(headers and headers.get(b"Retry-After"))
-
-    def judge_exception(self, request: RequestLike, exception: BaseException) -> Outcome | None:
-        """BAN, FAILURE, or None: the exception says nothing about the proxy."""
-        if self.exception_is_ban(request, exception):
-            return Outcome.BAN
-        return Outcome.FAILURE if _named(exception, self.FAILURE_ERRORS) else None

@@ -109,6 +109,7 @@ class ProxyStore:
 
     def __init__(self, pool: ProxyPool) -> None:
         self.pool = pool
+        self.host_counts: dict[str, int] = {}  # "<cause>:<host>" -> failures (not yet shared)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -119,6 +120,11 @@ class ProxyStore:
 
     def observe(self, proxy_id: str, outcome: Outcome, latency: float | None = None) -> Health:
         return self.pool.observe(proxy_id, outcome, latency)
+
+    def count_host(self, cause: str, host: str) -> None:
+        """One more failure of *host* seen through the pool, blamed on *cause*."""
+        field = f"{cause}:{host}"
+        self.host_counts[field] = self.host_counts.get(field, 0) + 1
 
     async def sync(self) -> None:
         """Exchange observations with the shared state (nothing to do in the process)."""
@@ -144,6 +150,7 @@ class RedisProxyStore(ProxyStore):
         self.members_key = keys.proxies
         self.seeded_key = keys.proxy_seeded
         self.health_key = keys.proxy_health
+        self.hosts_key = keys.proxy_hosts
         self.tombstone_key = keys.proxy_tombstone
         self.client: aioredis.Redis | None = None
         if client is not None:
@@ -208,6 +215,22 @@ class RedisProxyStore(ProxyStore):
             self._set_members(members)
             for proxy_id, outcome, latency, at in self._pending:  # made during the round trip
                 self.pool.observe(proxy_id, outcome, latency, at=at)
+            await self._flush_hosts()
+
+    async def _flush_hosts(self) -> None:
+        """Add this worker's per-host failure counts to the crawl's (one round trip)."""
+        counts, self.host_counts = self.host_counts, {}
+        if not counts or self.client is None:
+            return
+        try:
+            async with self.client.pipeline(transaction=True) as pipe:  # all or none
+                for field, count in counts.items():
+                    pipe.hincrby(self.hosts_key, field, count)
+                await pipe.execute()
+        except BaseException:
+            for field, count in counts.items():  # counted again at the next sync
+                self.host_counts[field] = self.host_counts.get(field, 0) + count
+            raise
 
     async def _keep_lost(self) -> list[str]:
         """The members set is missing and no tombstone says why: keep the last known set."""

@@ -16,8 +16,9 @@ from scrapy.settings import Settings
 from crawler.config.readers import SettingError
 from crawler.middlewares.useragent import UserAgentConfig
 from crawler.politeness.backoff import RetryConfig
+from crawler.politeness.banpolicy import BanPolicy
 from crawler.politeness.proxyconfig import ProxyConfig, pool_policy, seed_proxies
-from crawler.politeness.proxypool import BanPolicy, PoolPolicy
+from crawler.politeness.proxypool import PoolPolicy
 from crawler.politeness.proxystore import ProxyStore, RedisProxyStore
 from crawler.politeness.ratelimiter import RateLimitConfig
 from crawler.politeness.tokenbucket import Adaptive, Limit
@@ -39,8 +40,9 @@ def _frozen(cfg: Any, field: str) -> None:
 def test_proxy_defaults() -> None:
     cfg = ProxyConfig.from_settings(Settings())
     assert (cfg.store, cfg.ban_policy, cfg.seeds) == (ProxyStore, BanPolicy, ())
-    assert (cfg.when_none, cfg.ban_retries, cfg.refresh_interval, cfg.wait_max) == (
+    assert (cfg.when_none, cfg.retries, cfg.refresh_interval, cfg.wait_max) == (
         "wait", 5, 1.0, 30.0)
+    assert (cfg.probe_url, cfg.probe_timeout) == ("", 5.0)
     assert pool_policy(Settings()) == PoolPolicy()
     _frozen(cfg, "when_none")
 

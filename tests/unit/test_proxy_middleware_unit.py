@@ -7,11 +7,11 @@ from __future__ import annotations
 import logging
 import time
 from asyncio import run
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import wait_until
 from scrapy import Request, Spider
 from scrapy.downloadermiddlewares.httpproxy import HttpProxyMiddleware
 from scrapy.exceptions import (
@@ -54,11 +54,12 @@ def stats(middleware: ProxyPoolMiddleware) -> dict[str, Any]:
 
 
 def kill(middleware: ProxyPoolMiddleware, address: str) -> None:
-    """Ban *address* (the only proxy of the pool) through the middleware."""
+    """Ban *address* (the only proxy of the pool) through the middleware: a 407 is the
+    proxy's own answer."""
     request = Request("http://example.com/banned")
     run(middleware.process_request(request))
     assert request.meta[ID_KEY] == parse_proxy(address).id
-    run(middleware.process_response(request, Response(request.url, status=403,
+    run(middleware.process_response(request, Response(request.url, status=407,
                                                        request=request)))
     assert middleware.pool.get(parse_proxy(address).id).state is State.DEAD
 
@@ -78,6 +79,11 @@ def test_not_configured_unless_enabled() -> None:
     ({"PROXY_WHEN_NONE": "sometimes"}, "PROXY_WHEN_NONE"),
     ({"PROXY_BAN_POLICY": "no.such.Policy"}, "PROXY_BAN_POLICY"),
     ({"PROXY_BACKOFF_BASE": 0}, "PROXY_BACKOFF_BASE"),
+    ({"PROXY_BAN_RETRIES": 3}, "PROXY_BAN_RETRIES"),  # renamed: told, not ignored
+    ({"PROXY_PROBE_URL": "ftp://x/"}, "PROXY_PROBE_URL"),
+    ({"PROXY_BAN_POLICY": "crawler.politeness.banpolicy.BanPolicy",
+      "ROTATING_PROXY_BAN_POLICY": "rotating_proxies.policy.BanDetectionPolicy"},
+     "ROTATING_PROXY_BAN_POLICY"),
     ({"ROTATING_PROXY_LIST": [GOOD, f"ftp://{USER}:{SECRET}@h:1"]}, "ROTATING_PROXY_LIST"),
     ({"ROTATING_PROXY_LIST_PATH": "/nonexistent/proxies.txt"}, "ROTATING_PROXY_LIST_PATH"),
     ({"DOWNLOADER_MIDDLEWARES": {OURS: 800}}, "DOWNLOADER_MIDDLEWARES"),
@@ -131,35 +137,57 @@ def test_credentials_travel_only_in_the_proxy_authorization_header() -> None:
     assert_no_secret(repr(stats(middleware)), repr(request.meta))
 
 
-def test_a_banned_request_comes_back_as_a_fresh_copy_for_another_proxy() -> None:
-    # dead for about 0.5 s: long enough to be still dead when checked on a loaded machine
-    # (0.01 s was not, once, with six test runs sharing two cores)
-    middleware = make([GOOD, OTHER], PROXY_BAN_RETRIES=2, PROXY_BACKOFF_BASE=0.5)
+def test_a_banned_request_comes_back_as_a_fresh_copy_for_another_proxy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    middleware = make([GOOD, OTHER], PROXY_RETRIES=2, PROXY_BACKOFF_BASE=200)
     request = Request("http://example.com/a", meta={"crawler_lease": 7}, priority=3)
     run(middleware.process_request(request))
     first = request.meta[ID_KEY]
     request.headers["Proxy-Authorization"] = b"Basic c2VjcmV0"  # as HttpProxyMiddleware would
-    banned = Response(request.url, status=403, body=b"go away", request=request)
+    banned = Response(request.url, status=407, body=b"who are you", request=request)
     retry = run(middleware.process_response(request, banned))
     assert isinstance(retry, Request) and retry is not request
     assert retry.dont_filter and retry.priority == 3 and retry.meta["crawler_lease"] == 7
     assert retry.meta[AVOID_KEY] == [first] and "proxy" not in retry.meta
     assert "download_slot" not in retry.meta and b"Proxy-Authorization" not in retry.headers
-    assert "retry_times" not in retry.meta  # a ban retry is not one of RETRY_TIMES
+    assert "retry_times" not in retry.meta  # a proxy retry is not one of RETRY_TIMES
     run(middleware.process_request(retry))
     assert retry.meta[ID_KEY] != first  # the other proxy
     assert middleware.pool.get(first).state is State.DEAD
     assert stats(middleware)["proxy/bans"] == 1 and stats(middleware)["proxy/dead"] == 1
-    # the first one comes back on probation after its pause: avoided but usable
-    wait_until(lambda: middleware.pool.get(first).state is State.PROBATION, 10, "probation")
-    again = run(middleware.process_response(retry, Response(retry.url, status=429,
+    assert stats(middleware)["proxy/blame/proxy"] == 1
+    assert stats(middleware)[f"proxy/{first}/blame/proxy"] == 1
+    assert stats(middleware)["proxy/host/example.com/blame/proxy"] == 1
+    # a probe that gets through brings the first one back on probation: avoided but usable
+    monkeypatch.setattr("crawler.middlewares.proxies.probe", _through)
+    middleware.pool.health[first] = replace(middleware.pool.get(first), until=0)
+    run(middleware._probe_due())
+    assert middleware.pool.get(first).state is State.PROBATION
+    assert stats(middleware)["proxy/probes/ok"] == 1 and stats(middleware)["proxy/revived"] == 1
+    again = run(middleware.process_response(retry, Response(retry.url, status=407,
                                                              request=retry)))
     assert isinstance(again, Request) and len(again.meta[AVOID_KEY]) == 2
     run(middleware.process_request(again))
-    final = Response(again.url, status=429, request=again)
-    assert run(middleware.process_response(again, final)) is final  # out of ban retries
-    assert stats(middleware)["proxy/ban_retries"] == 2
-    assert stats(middleware)["proxy/ban_retries_exhausted"] == 1
+    final = Response(again.url, status=407, request=again)
+    assert run(middleware.process_response(again, final)) is final  # out of proxy retries
+    assert stats(middleware)["proxy/retries"] == 2
+    assert stats(middleware)["proxy/retries_exhausted"] == 1
+
+
+async def _through(proxy: object, **kw: object) -> None:
+    return None
+
+
+def test_the_origins_failures_go_on_to_the_retry_middleware_unscored() -> None:
+    middleware = make([GOOD, OTHER])
+    for status in (503, 429, 502):
+        request = Request("http://example.com/a")
+        run(middleware.process_request(request))
+        response = Response(request.url, status=status, request=request)
+        assert run(middleware.process_response(request, response)) is response
+    assert stats(middleware)["proxy/blame/origin"] == 3
+    assert "proxy/bans" not in stats(middleware) and "proxy/failures" not in stats(middleware)
+    assert {h.success for h in middleware.pool.health.values()} == {1.0}
 
 
 def test_connection_errors_through_a_proxy_are_bans_other_exceptions_pass() -> None:
@@ -214,13 +242,15 @@ def test_when_none_wait_hands_the_request_to_the_frontier_until_the_first_reviva
     assert returned - started < 10 and stats(middleware)["proxy/none_usable"] == 1
 
 
-def test_when_none_wait_sleeps_on_one_node_until_a_proxy_is_back() -> None:
+def test_when_none_wait_sleeps_on_one_node_until_a_proxy_is_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("crawler.middlewares.proxies.probe", _through)
     middleware = make([OTHER], PROXY_BACKOFF_BASE=0.3)
     kill(middleware, OTHER)
     request = Request("http://example.com/")
     started = time.monotonic()
     assert run(middleware.process_request(request)) is None
-    # it slept until the revival (a lower bound), not PROXY_WAIT_MAX (30 s) or for ever
+    # it slept until the probe was due (a lower bound), not PROXY_WAIT_MAX (30 s) or for ever
     assert 0.25 <= time.monotonic() - started < 20
     assert request.meta[ID_KEY] == parse_proxy(OTHER).id
     run(middleware.spider_closed())
@@ -230,7 +260,7 @@ def test_when_none_wait_sleeps_on_one_node_until_a_proxy_is_back() -> None:
 
 def test_no_credentials_in_logs_or_stats(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    middleware = make([GOOD, OTHER], PROXY_WHEN_NONE="fail", PROXY_BAN_RETRIES=1)
+    middleware = make([GOOD, OTHER], PROXY_WHEN_NONE="fail", PROXY_RETRIES=1)
     for n in range(6):
         request = Request(f"http://example.com/{n}")
         try:

@@ -1,4 +1,4 @@
-"""The proxy pool's pure logic: scores, weighted choice, probation timing, ban decisions."""
+"""The proxy pool's pure logic: scores, weighted choice, probes and probation timing."""
 
 from __future__ import annotations
 
@@ -8,20 +8,8 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from scrapy import Request
-from scrapy.core.downloader.handlers.http11 import TunnelError
-from scrapy.exceptions import (
-    CannotResolveHostError,
-    DownloadConnectionRefusedError,
-    DownloadFailedError,
-    DownloadTimeoutError,
-    IgnoreRequest,
-)
-from scrapy.http import Response
-from twisted.internet import error as tx
 
 from crawler.politeness.proxypool import (
-    BanPolicy,
     Health,
     Outcome,
     PoolPolicy,
@@ -42,6 +30,13 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def revive(pool: ProxyPool, clock: Clock, proxy_id: str = "a:1") -> None:
+    """Wait out the pause of dead *proxy_id*, which is then due, and probe it through."""
+    clock.now = pool.get(proxy_id).until
+    assert proxy_id in {p.id for p in pool.due()}
+    pool.observe(proxy_id, Outcome.PROBE_OK)
 
 
 def pool_of(*addresses: str, clock: Clock | None = None, seed: int = 1) -> ProxyPool:
@@ -137,8 +132,8 @@ def test_avoided_proxies_are_a_last_resort() -> None:
     assert pool.pick() is None
 
 
-# -- probation ------------------------------------------------------------------
-def test_a_dead_proxy_returns_on_probation_after_a_doubling_capped_pause() -> None:
+# -- probes and probation ---------------------------------------------------------
+def test_a_dead_proxy_is_probed_after_a_doubling_capped_pause_and_returns_on_probation() -> None:
     clock = Clock(0.0)
     pool = pool_of("a:1", clock=clock)
     pauses = []
@@ -150,8 +145,10 @@ def test_a_dead_proxy_returns_on_probation_after_a_doubling_capped_pause() -> No
         pauses.append(health.until - died)
         assert pool.next_revival() == health.until
         clock.now = health.until - 0.001
-        assert pool.get("a:1").state is State.DEAD
-        clock.now = health.until
+        assert pool.due() == []
+        clock.now = health.until + 100  # time alone brings nothing back: only a probe
+        assert pool.get("a:1").state is State.DEAD and pool.pick() is None
+        revive(pool, clock)
         back = pool.get("a:1")
         assert back.state is State.PROBATION and pool.pick() is not None
         assert (back.success, back.latency) == (1.0, None)  # re-scored from fresh evidence
@@ -160,11 +157,45 @@ def test_a_dead_proxy_returns_on_probation_after_a_doubling_capped_pause() -> No
     assert pauses == [10, 20, 35, 35]  # each ban on probation doubles the pause
 
 
+def test_a_failed_probe_doubles_the_wait_for_the_next_one() -> None:
+    clock = Clock(0.0)
+    pool = pool_of("a:1", clock=clock)
+    pool.observe("a:1", Outcome.BAN)
+    waits = []
+    for _ in range(3):
+        clock.now = pool.get("a:1").until
+        pool.observe("a:1", Outcome.PROBE_FAILED)
+        waits.append(pool.get("a:1").until - clock.now)
+        assert pool.get("a:1").state is State.DEAD
+    assert waits == [20, 35, 35]
+    revive(pool, clock)
+    assert pool.get("a:1").probes == 0 and pool.get("a:1").state is State.PROBATION
+
+
+def test_probes_of_a_live_proxy_change_nothing() -> None:
+    pool = pool_of("a:1")
+    for outcome in (Outcome.PROBE_OK, Outcome.PROBE_FAILED):
+        pool.observe("a:1", outcome)
+        assert pool.get("a:1").state is State.ALIVE and pool.get("a:1").success == 1.0
+
+
+def test_origin_failures_are_counted_and_never_scored() -> None:
+    h = Health()
+    for _ in range(50):
+        h = apply(h, Outcome.ORIGIN, None, 0, POLICY)
+    assert (h.state, h.success, h.origin_faults, h.proxy_faults) == (State.ALIVE, 1.0, 50, 0)
+    h = apply(h, Outcome.FAILURE, None, 0, POLICY)
+    assert (h.proxy_faults, h.origin_faults) == (1, 50)
+    h = apply(h, Outcome.BAN, None, 0, POLICY)
+    h = apply(h, Outcome.PROBE_OK, None, 10, POLICY)
+    assert (h.state, h.proxy_faults, h.origin_faults) == (State.PROBATION, 2, 50)
+
+
 def test_a_proxy_on_probation_is_picked_half_as_often() -> None:
     clock = Clock(0.0)
     pool = pool_of("a:1", "b:1", clock=clock, seed=3)
     pool.observe("a:1", Outcome.BAN)
-    clock.now = 10.0
+    revive(pool, clock)
     assert pool.get("a:1").state is State.PROBATION
     counts = Counter(p.id for p in (pool.pick() for _ in range(30_000)) if p)
     assert counts["a:1"] / counts["b:1"] == pytest.approx(0.5, rel=0.05)
@@ -175,7 +206,7 @@ def test_successes_revive_and_a_sustained_run_resets_the_pause() -> None:
     pool = pool_of("a:1", clock=clock)
     for _ in range(2):
         pool.observe("a:1", Outcome.BAN)
-        clock.now = pool.get("a:1").until
+        revive(pool, clock)
     assert pool.get("a:1").deaths == 2
     pool.observe("a:1", Outcome.SUCCESS, 0.1)
     assert pool.get("a:1").state is State.PROBATION
@@ -205,7 +236,7 @@ def test_transitions_report_deaths_and_revivals_once() -> None:
     pool.observe("a:1", Outcome.BAN)
     assert pool.transitions() == [("a:1", State.ALIVE, State.DEAD)]
     assert pool.transitions() == []
-    clock.now = 10.0
+    revive(pool, clock)
     assert pool.transitions() == [("a:1", State.DEAD, State.PROBATION)]
     assert pool.counts() == {State.ALIVE: 1, State.DEAD: 0, State.PROBATION: 1}
 
@@ -217,72 +248,7 @@ def test_members_can_change() -> None:
     assert {pool.pick().id for _ in range(100)} == {"b:1", "c:1"}  # type: ignore[union-attr]
 
 
-# -- ban policy -------------------------------------------------------------------
-def judge(status: int, body: bytes = b"<html>ok</html>", method: str = "GET",
-          headers: dict[str, str] | None = None) -> Outcome:
-    request = Request("http://example.com/", method=method)
-    return BanPolicy().judge_response(request, Response(request.url, status=status, body=body,
-                                                        headers=headers, request=request))
-
-
-@pytest.mark.parametrize(("status", "body", "method", "outcome"), [
-    (200, b"<html>ok</html>", "GET", Outcome.SUCCESS),
-    (403, b"forbidden", "GET", Outcome.BAN),
-    (407, b"", "GET", Outcome.BAN),
-    (429, b"slow down", "GET", Outcome.BAN),
-    (200, b"", "GET", Outcome.BAN),
-    (200, b"", "HEAD", Outcome.SUCCESS),
-    (404, b"", "GET", Outcome.SUCCESS),  # the proxy delivered the site's answer
-    (503, b"", "GET", Outcome.SUCCESS),
-])
-def test_response_verdicts(status: int, body: bytes, method: str, outcome: Outcome) -> None:
-    assert judge(status, body, method) is outcome
-
-
-def test_a_429_with_retry_after_is_the_site_slowing_everyone_down() -> None:
-    # not the proxy's fault: a failure (its score drops), and the retry middleware and the
-    # rate limiter see the response and honour Retry-After
-    assert judge(429, b"", headers={"Retry-After": "2"}) is Outcome.FAILURE
-    assert judge(429, b"") is Outcome.BAN
-
-
-@pytest.mark.parametrize(("exception", "outcome"), [
-    (DownloadConnectionRefusedError("refused"), Outcome.BAN),
-    (tx.ConnectionRefusedError(), Outcome.BAN),
-    (tx.TCPTimedOutError(), Outcome.BAN),
-    (tx.DNSLookupError(), Outcome.BAN),
-    (CannotResolveHostError("proxy.invalid"), Outcome.BAN),
-    (TunnelError("Could not open CONNECT tunnel with proxy h:1 [{'status': 407, "
-                 "'reason': 'Proxy Authentication Required'}]"), Outcome.BAN),
-    (TunnelError("Could not open CONNECT tunnel with proxy h:1 [b'garbage']"), Outcome.BAN),
-    (TunnelError("Could not open CONNECT tunnel with proxy h:1 [{'status': 502, "
-                 "'reason': 'Bad Gateway'}]"), Outcome.FAILURE),
-    (DownloadTimeoutError("took too long"), Outcome.FAILURE),
-    (DownloadFailedError("lost"), Outcome.FAILURE),
-    (tx.TimeoutError(), Outcome.FAILURE),
-    (IgnoreRequest("robots"), None),
-    (ValueError("a bug"), None),
-])
-def test_exception_verdicts(exception: Exception, outcome: Outcome | None) -> None:
-    assert BanPolicy().judge_exception(Request("http://example.com/"), exception) is outcome
-
-
-def test_a_custom_policy_overrides_the_rules() -> None:
-    class CaptchaIsBan(BanPolicy):
-        BAN_STATUSES = frozenset({403})
-
-        def response_is_ban(self, request: object, response: object) -> bool:
-            return super().response_is_ban(request, response) or (  # type: ignore[arg-type]
-                b"captcha" in response.body)  # type: ignore[attr-defined]
-
-    request = Request("http://example.com/")
-    policy = CaptchaIsBan()
-    for status, body, outcome in [(200, b"solve this captcha", Outcome.BAN),
-                                  (429, b"x", Outcome.SUCCESS), (403, b"x", Outcome.BAN)]:
-        response = Response(request.url, status=status, body=body, request=request)
-        assert policy.judge_response(request, response) is outcome
-
-
 def test_pause_doubles_and_is_capped() -> None:
     policy = replace(POLICY, backoff_base=1.5, backoff_max=10)
     assert [policy.pause(d) for d in range(1, 6)] == [1.5, 3, 6, 10, 10]
+    assert [policy.pause(2, probes) for probes in range(3)] == [3, 6, 10]

@@ -35,7 +35,12 @@ from twisted.internet import error as tx
 from crawler.config.readers import SettingError
 from crawler.frontier.delay import NOT_BEFORE_KEY
 from crawler.localstack.stack import free_port
-from crawler.middlewares.retry import BackoffRetryMiddleware, classify, strip_userinfo
+from crawler.middlewares.retry import (
+    CLASS_KEY,
+    BackoffRetryMiddleware,
+    classify,
+    strip_userinfo,
+)
 from crawler.storage.failures import Failure, FailureStore
 
 
@@ -171,9 +176,10 @@ def test_single_node_sleeps_before_returning_the_retry() -> None:
 
 
 def test_giving_up_without_mongodb_logs_and_counts(caplog: pytest.LogCaptureFixture) -> None:
-    middleware = make(**KAFKA, RETRY_TIMES=1)
+    middleware = make(**KAFKA, RETRY_LATER_TIMES=1)
     assert middleware.failures is None
-    request = Request("https://user:secret@example.com/p?q=1", meta={"retry_times": 1})
+    request = Request("https://user:secret@example.com/p?q=1",
+                      meta={"retry_times": 1, CLASS_KEY: {"later": 1}})
     response = Response(request.url, status=503, request=request)
     with caplog.at_level(logging.DEBUG):
         assert run(middleware.process_response(request, response)) is response
@@ -181,7 +187,8 @@ def test_giving_up_without_mongodb_logs_and_counts(caplog: pytest.LogCaptureFixt
     assert stats(middleware)["retry/failed"] == 1
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [
-        "Gave up on https://example.com/p?q=1 after 2 attempts: 503 Service Unavailable"]
+        "Gave up on https://example.com/p?q=1 after 2 attempts: 503 Service Unavailable "
+        "(later budget (1) spent)"]
     assert not any("secret" in r.getMessage() for r in caplog.records)
 
 
@@ -239,7 +246,7 @@ def test_a_permanent_error_is_logged_and_does_not_stall(
 def test_a_mongodb_outage_stalls_the_request(crawl_id: str,
                                              caplog: pytest.LogCaptureFixture) -> None:
     uri = f"mongodb://user:secret@127.0.0.1:{free_port()}/"
-    middleware = make(**KAFKA, MONGO_URI=uri, CRAWL_ID=crawl_id, RETRY_TIMES=0,
+    middleware = make(**KAFKA, MONGO_URI=uri, CRAWL_ID=crawl_id, RETRY_NETWORK_TIMES=0,
                       CONNECT_TIMEOUT=0.2, MONGO_RETRY_BACKOFF=0.05,
                       MONGO_RETRY_BACKOFF_MAX=0.1)
     request = Request("https://example.com/")
@@ -296,11 +303,68 @@ def test_retries_that_can_outlast_the_lease_are_warned_about(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.WARNING):
-        make(**KAFKA, RETRY_TIMES=2)
+        make(**KAFKA)  # the defaults fit: RETRY_MAX_TIME (300 s) bounds every budget
     assert "KAFKA_LEASE_TIMEOUT" not in caplog.text
     with caplog.at_level(logging.WARNING):
-        make(**KAFKA, RETRY_TIMES=5, RETRY_AFTER_MAX=300)
+        make(**KAFKA, RETRY_MAX_TIME=900, RETRY_AFTER_MAX=300)
     assert "KAFKA_LEASE_TIMEOUT=600s" in caplog.text
+
+
+def retry_through(middleware: BackoffRetryMiddleware, request: Request,
+                  answers: list[int | Exception]) -> Request | Response | None:
+    """Feed *answers* to the request and its retries; the last result."""
+    result: Request | Response | None = request
+    for answer in answers:
+        assert isinstance(result, Request), f"given up before {answer!r}"
+        if isinstance(answer, Exception):
+            result = run(middleware.process_exception(result, answer))
+        else:
+            result = respond(middleware, result, answer)
+    return result
+
+
+def test_503_three_times_then_success_is_not_cut_short() -> None:
+    middleware = make(**KAFKA)
+    retry = retry_through(middleware, Request("https://example.com/"), [503, 503, 503])
+    assert isinstance(retry, Request) and retry.meta[CLASS_KEY] == {"later": 3}
+    assert stats(middleware)["retry/class/later"] == 3
+
+
+@pytest.mark.parametrize(("answer", "kind", "budget"), [
+    (429, "later", 6), (502, "later", 6), (504, "later", 6), (500, "other", 2),
+    (DownloadFailedError("reset"), "network", 4), (DownloadTimeoutError("slow"), "network", 4),
+])
+def test_each_class_has_its_own_budget(answer: int | Exception, kind: str, budget: int) -> None:
+    middleware = make(**KAFKA, RETRY_BACKOFF_BASE=0.01, RETRY_BACKOFF_MAX=0.01,
+                      RETRY_AFTER_MAX=0)
+    last = retry_through(middleware, Request("https://example.com/"), [answer] * budget)
+    assert isinstance(last, Request) and last.meta[CLASS_KEY] == {kind: budget}
+    final = retry_through(middleware, last, [answer])
+    assert not isinstance(final, Request)  # the budget is spent
+    assert stats(middleware)[f"retry/exhausted/{kind}"] == 1
+
+
+def test_budgets_are_configurable_and_other_4xx_get_none() -> None:
+    middleware = make(**KAFKA, RETRY_LATER_TIMES=1, RETRY_NETWORK_TIMES=0,
+                      RETRY_LATER_STATUSES=[503])
+    assert isinstance(respond(middleware, Request("https://example.com/"), 503), Request)
+    assert not isinstance(retry_through(middleware, Request("https://example.com/"),
+                                        [503, 503]), Request)
+    assert not isinstance(retry_through(middleware, Request("https://example.com/"),
+                                        [DownloadFailedError("x")]), Request)
+    # 502 is no longer "later": the other budget (RETRY_TIMES, 2)
+    assert retry_through(middleware, Request("https://example.com/"),
+                         [502, 502]).meta[CLASS_KEY] == {"other": 2}  # type: ignore[union-attr]
+    for status in (400, 403, 404, 410):
+        response = respond(middleware, Request("https://example.com/"), status)
+        assert isinstance(response, Response) and response.status == status
+
+
+def test_the_time_budget_bounds_every_class() -> None:
+    middleware = make(**KAFKA, RETRY_MAX_TIME=100)
+    old = Request("https://example.com/", meta={"retry_started": time.time() - 101})
+    assert not isinstance(respond(middleware, old, 503), Request)
+    assert stats(middleware)["retry/exhausted/later"] == 1
 
 
 def test_strip_userinfo() -> None:
