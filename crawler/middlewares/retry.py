@@ -188,7 +188,7 @@ class BackoffRetryMiddleware:
         if spent is not None:
             self.stats.inc_value("retry/max_reached")  # Scrapy's name for it
             self.stats.inc_value(f"retry/exhausted/{kind}")
-            await self._give_up(request, f"{reason} ({spent})", attempt + 1, last_status)
+            await self._give_up(request, reason, attempt + 1, last_status, spent)
             return None
         assert self.crawler.spider is not None
         retry = get_retry_request(
@@ -213,10 +213,10 @@ class BackoffRetryMiddleware:
         return retry
 
     async def _give_up(self, request: Request, reason: str, attempts: int,
-                       last_status: int | None) -> None:
+                       last_status: int | None, spent: str) -> None:
         url = strip_userinfo(request.url)
         self.stats.inc_value("retry/failed")
-        logger.warning("Gave up on %s after %d attempts: %s", url, attempts, reason)
+        logger.warning("Gave up on %s after %d attempts: %s (%s)", url, attempts, reason, spent)
         if self.failures is not None:
             fingerprint = self.crawler.request_fingerprinter.fingerprint(request).hex()
             await self.failures.record(Failure.now(

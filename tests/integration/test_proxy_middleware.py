@@ -213,11 +213,11 @@ def test_dead_proxies_are_evicted_after_a_bounded_number_of_requests(
     urls = urls_of(origin, 30, "a") + urls_of(tls_origin, 10, "b")  # HTTP and CONNECT
     _Origin.hits.clear()
     crawl = Crawl(tmp_path, urls, ROTATING_PROXY_LIST=[good, refused, wrong],
-                  PROXY_BACKOFF_BASE=600)
+                  PROXY_BACKOFF_BASE=300)
     crawl.wait()
     stats = crawl.stats
     assert sorted(i["url"] for i in crawl.items) == sorted(urls)
-    assert stats["proxy/dead"] == 2 and stats["proxy/ban_retries"] >= 2
+    assert stats["proxy/dead"] == 2 and stats["proxy/retries"] >= 2
     for dead in (refused, wrong):  # at most what was in flight when it died
         assert 1 <= stats.get(f"proxy/{parse_proxy(dead).id}/requests", 0) <= 8
     assert stats[f"proxy/{parse_proxy(good).id}/requests"] >= len(urls)
@@ -232,7 +232,7 @@ def test_when_no_proxy_is_usable_in_a_real_crawl(tmp_path: Path, origin: str, mo
     refused = f"http://{USER}:{SECRET}@127.0.0.1:{free_port()}"
     urls = urls_of(origin, 10, f"when-none-{mode}")
     crawl = Crawl(tmp_path, urls, ROTATING_PROXY_LIST=[refused], PROXY_WHEN_NONE=mode,
-                  PROXY_BACKOFF_BASE=600, CONCURRENT_REQUESTS=1)
+                  PROXY_BACKOFF_BASE=300, CONCURRENT_REQUESTS=1)
     crawl.wait()
     assert crawl.stats["proxy/none_usable"] >= len(urls) - 1
     if mode == "direct":
@@ -248,7 +248,7 @@ def test_wait_mode_picks_up_a_proxy_an_operator_adds_live(
     refused = f"http://{USER}:{SECRET}@127.0.0.1:{free_port()}"
     urls = urls_of(origin, 10, "wait")
     crawl = Crawl(tmp_path, urls, ROTATING_PROXY_LIST=[refused], PROXY_WHEN_NONE="wait",
-                  PROXY_BACKOFF_BASE=600, PROXY_WAIT_MAX=0.3, PROXY_REFRESH_INTERVAL=0.2,
+                  PROXY_BACKOFF_BASE=300, PROXY_WAIT_MAX=0.3, PROXY_REFRESH_INTERVAL=0.2,
                   REDIS_URL=redis_url, CRAWL_ID=crawl_id)
     deadline = time.monotonic() + 30
     while "No usable proxy" not in crawl.text():

@@ -44,8 +44,11 @@ def test_a_request_out_of_retries_is_stored_before_it_ends(
 ) -> None:
     middleware = make(**KAFKA, MONGO_URI=mongo_uri, CRAWL_ID=crawl_id, RETRY_TIMES=2)
     failures = mongo["crawler"][f"{crawl_id}.failures"]
-    page = Request("https://user:secret@example.com/page?id=1", meta={"retry_times": 2})
-    timeout = Request("https://example.com/slow", meta={"retry_times": 2})
+    spent = {"later": 6, "network": 4, "other": 2}  # the default budgets, all spent
+    page = Request("https://user:secret@example.com/page?id=1",
+                   meta={"retry_times": 2, "retry_class_times": spent})
+    timeout = Request("https://example.com/slow",
+                      meta={"retry_times": 2, "retry_class_times": spent})
 
     async def main() -> None:
         response = Response(page.url, status=503, request=page)

@@ -1,0 +1,114 @@
+"""A flaky site never kills the proxy pool: two workers, a hostile origin, real proxies.
+
+Issue 12's crawl, at the default settings apart from the proxy list (and the spider's
+``allowed_domains`` argument): 121 pages on two loopback hosts of a fault origin with the
+*hostile* profile (per page: 503 once, 429 with ``Retry-After: 1`` twice, a reset, 503 three
+times, a 2 s answer; about 45% of first attempts fail), through five proxies: two healthy
+proxy.py processes (one wants basic auth), a slow one (1.5 s per request), a dead port and
+one that answers 403 to everything. Required:
+
+- every page is stored exactly once, the ones that fail three times and then succeed too;
+- no healthy (or slow) proxy is ever declared dead; the dead and the 403 ones are;
+- no gap longer than 10 s between two arrivals at the origin while the crawl runs;
+- the same with one worker killed with ``kill -9`` while it holds leased requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+from helpers import wait_until
+from pymongo import MongoClient
+from redis import Redis
+from servers.faultorigin import Faults, read_log, scenario, site_urls, start_origin
+from servers.testproxies import start_proxies
+
+from crawler.localstack.demo import Worker, running, wait_all, worker_command
+from crawler.politeness.proxypool import parse_proxy
+
+PAGES = 121
+HOSTS = ("127.0.0.1", "127.0.0.2")
+SEED = 12
+FAULTS = Faults.parse("hostile")
+MAX_GAP = 10.0  # seconds without an arrival at the origin
+
+
+def _stats(worker: Worker) -> str:
+    """The stats dump of the worker's run ('' if it was killed before it dumped any)."""
+    log = Path(worker.log.name).read_text(errors="replace")
+    return log.split("Dumping Scrapy stats", 1)[1] if "Dumping Scrapy stats" in log else ""
+
+
+def _stat(dumps: list[str], key: str) -> int:
+    return sum(int(n) for d in dumps for n in re.findall(rf"'{re.escape(key)}': (\d+)", d))
+
+
+def _leaseholder(env: dict[str, str], crawl_id: str, workers: list[Worker]) -> int:
+    """The index of a worker whose heartbeat shows leased requests."""
+    client = Redis.from_url(env["REDIS_URL"])
+    found: list[int] = []
+
+    def leasing() -> bool:
+        for value in client.hvals(f"{{{crawl_id}}}:workers"):
+            info = json.loads(value)["info"]
+            if info.get("leases", 0) > 0:
+                found.append(int(info["pid"]))
+                return True
+        return False
+
+    wait_until(leasing, 120, "a worker holding leases")
+    return next(i for i, w in enumerate(workers) if w.process.pid == found[0])
+
+
+def _gaps(entries: list[dict[str, object]]) -> float:
+    times = sorted(float(e["ts"]) for e in entries)  # type: ignore[arg-type]
+    return max((b - a for a, b in zip(times, times[1:])), default=0.0)
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["steady", "kill-9"])
+def test_a_hostile_origin_behind_proxies_loses_nothing(stack, crawl_id, tmp_path, kill):
+    env = {**stack.env(), "CRAWL_ID": crawl_id}
+    origin_log = tmp_path / "origin.jsonl"
+    origin, base = start_origin(PAGES, origin_log, hosts=HOSTS, faults=FAULTS, seed=SEED)
+    with start_proxies(tmp_path / "proxies") as proxies, origin:
+        cmd = worker_command(base + "/", {"ROTATING_PROXY_LIST": ",".join(proxies.all)})
+        cmd += ["-a", "allowed_domains=" + ",".join(HOSTS)]
+        with running(2, cmd, env, tmp_path / "logs") as workers:
+            if kill:
+                wait_until(lambda: len(read_log(origin_log)) >= 60, 180, "60 arrivals")
+                victim = _leaseholder(env, crawl_id, workers)
+                os.kill(workers[victim].process.pid, signal.SIGKILL)
+            codes = wait_all(workers, timeout=600)
+            logs = "\n".join(Path(w.log.name).read_text(errors="replace") for w in workers)
+            dumps = [_stats(w) for w in workers]
+        entries = read_log(origin_log)
+    assert codes == ([-9, 0] if kill and victim == 0 else [0, -9] if kill else [0, 0]), \
+        logs[-5000:]
+    urls = site_urls(origin.base_urls, PAGES)
+    with MongoClient(env["MONGO_URI"]) as client:
+        stored = [d["url"] for d in client["crawler"][crawl_id].find({}, {"url": 1})]
+    assert len(stored) == len(set(stored)), "a page was stored twice"
+    missing = sorted(set(urls) - set(stored))
+    assert not missing, f"{len(missing)} of {PAGES} pages lost: {missing[:5]}"
+    thrice = [u for u in urls if _scenario(u) == "503x3"]
+    assert len(thrice) >= 5, "the site is not the one described"
+    for healthy in [*proxies.healthy, proxies.slow]:
+        proxy_id = parse_proxy(healthy).id
+        assert f"Proxy {proxy_id} is dead" not in logs, f"healthy proxy {proxy_id} killed"
+    for bad in (proxies.dead, proxies.forbidden):
+        assert f"Proxy {parse_proxy(bad).id} is dead" in logs, f"{bad} never declared dead"
+    gap = _gaps(entries)
+    assert gap <= MAX_GAP, f"{gap:.1f}s without a fetch while healthy proxies existed"
+    survivors = [d for d in dumps if d]
+    assert _stat(survivors, "proxy/blame/origin") > 0, "no origin failure was seen as such"
+    assert "user:pass" not in logs, "proxy credentials leaked into a log"
+
+
+def _scenario(url: str) -> str | None:
+    host, _, path = url.split("//", 1)[1].partition("/")
+    return scenario(FAULTS, SEED, host.split(":")[0], "/" + path)
