@@ -1,8 +1,8 @@
 """``scrapy cluster ACTION [CRAWL_ID]``: look at a running distributed crawl.
 
 ``status [CRAWL_ID] [--json] [--watch]`` reads the crawl's state in Redis (worker
-heartbeats, Bloom filter metadata, proxy health, the finished mark) and shows it
-(:mod:`crawler.operations.clusterview`). It only reads: nothing in Redis is changed.
+heartbeats, Bloom filter metadata, proxy health, proxy failures per host, the finished mark)
+and shows it (:mod:`crawler.operations.clusterview`). It only reads: nothing in Redis is changed.
 ``pause``, ``resume`` and ``stop`` set the crawl's control key, which every worker
 reads at its next heartbeat: ``pause`` stops new downloads (in-flight ones finish),
 ``resume`` undoes it, ``stop`` closes every worker with reason ``stopped``; what was
@@ -40,12 +40,13 @@ from crawler.dedup.dupefilter import RedisBloom
 from crawler.frontier import crawllife, crawlstate
 from crawler.frontier.config import heartbeat_interval
 from crawler.frontier.crawlstate import CrawlState, HeartbeatClock
-from crawler.operations import clusterview, dashboard
+from crawler.operations import clusterview, dashboard, proxyview
 from crawler.operations.clusterview import RateTracker, Snapshot
 
 ACTIONS = ("status", "pause", "resume", "stop", "dashboard", "purge")
 CLEAR = "\033[H\033[2J"
 DASHBOARD_PORT = 8765
+HOSTS_BATCH = 1000  # fields of the proxy hosts hash per HSCAN
 
 
 class Command(ScrapyCommand):
@@ -127,6 +128,7 @@ class Reader:
         info = await self.bloom.info()
         members = await self.client.scard(self.keys.proxies)
         health = await self.client.hgetall(self.keys.proxy_health)
+        hosts = await self._proxy_hosts()
         finished = crawllife.parse_finished(await self.client.get(self.keys.finished))
         raw_alerts = await self.client.hgetall(self.keys.alerts)
         return Snapshot(
@@ -134,7 +136,13 @@ class Reader:
             bloom=asdict(info) if info.slices else None,
             proxies=clusterview.proxy_counts(int(members), health),
             finished_at=finished.closed if finished is not None else None,
-            alerts=clusterview.parse_alerts(raw_alerts, now))
+            alerts=clusterview.parse_alerts(raw_alerts, now),
+            proxy_faults=proxyview.proxy_faults(health), host_faults=proxyview.host_faults(hosts))
+
+    async def _proxy_hosts(self) -> dict[Any, Any]:
+        """By HSCAN: a field per host and cause can make a hash too big for one HGETALL."""
+        scan = self.client.hscan_iter(self.keys.proxy_hosts, count=HOSTS_BATCH)
+        return {field: value async for field, value in scan}
 
 
 def _bloom(client: aioredis.Redis, crawl: str, settings: BaseSettings) -> RedisBloom:

@@ -32,6 +32,7 @@ from scrapy.statscollectors import StatsCollector
 
 from crawler.config import readers as config
 from crawler.config.keys import worker_id
+from crawler.extensions.proxymetrics import proxy_families
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,10 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
      "ratelimit/wait_seconds"),
     ("crawler_items_stored", "Items written to MongoDB.", "mongo/stored"),
     ("crawler_items_rejected", "Items MongoDB refused.", "mongo/rejected"),
+    ("crawler_proxy_retries", "Requests re-issued through another proxy (the proxy budget).",
+     "proxy/retries"),
+    ("crawler_proxy_retries_exhausted", "Requests whose proxy budget ran out.",
+     "proxy/retries_exhausted"),
 )
 # counter name (without _total), help, label, stats key prefix
 LABELLED_COUNTERS: tuple[tuple[str, str, str, str], ...] = (
@@ -60,6 +65,10 @@ LABELLED_COUNTERS: tuple[tuple[str, str, str, str], ...] = (
     ("crawler_retries", "Retries scheduled, by reason.", "reason", "retry/reason_count/"),
     ("crawler_items_dropped", "Items dropped, by reason.", "reason",
      "item_dropped_reasons_count/"),
+    ("crawler_proxy_blamed_failures", "Failures seen through the proxy pool, by the party "
+     "blamed (cause: proxy or origin).", "cause", "proxy/blame/"),
+    ("crawler_proxy_probes", "Background probes of dead proxies, by result (ok, failed).",
+     "result", "proxy/probes/"),
 )
 NETWORK = (("received", "downloader/response_bytes"), ("sent", "downloader/request_bytes"))
 PROXY_STATES = ("alive", "dead", "probation")
@@ -81,6 +90,7 @@ class CrawlStatsCollector(Collector):
         stats: dict[str, Any] = self.stats.get_stats().copy()
         yield from self._counters(stats)
         yield from self._labelled(stats)
+        yield from proxy_families(stats, self.labels)
         yield from self._gauges(stats)
         yield from self._process()
 

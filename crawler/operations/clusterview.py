@@ -4,7 +4,8 @@ Pure: no I/O. The heartbeats of ``{<CRAWL_ID>}:workers`` come parsed by the craw
 one parser (:func:`crawler.frontier.crawlstate.parse_heartbeats`) and are judged by its one
 rule (:func:`~crawler.frontier.crawlstate.is_lost`); :func:`parse_alerts` reads the alerts
 hash ``{<CRAWL_ID>}:alerts``
-(written by :mod:`crawler.extensions.alerts`), :class:`RateTracker` turns successive
+(written by :mod:`crawler.extensions.alerts`), :mod:`~crawler.operations.proxyview` the proxy
+failures by the party at fault, :class:`RateTracker` turns successive
 heartbeats into pages acknowledged per second, :func:`build_status` makes the JSON-able status
 dict (what ``--json`` prints) and :func:`render_text` the text form.
 """
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crawler.frontier.crawlstate import is_lost
+from crawler.operations import proxyview
+from crawler.operations.texttable import aligned
 from crawler.politeness.proxypool import Health
 
 ALERTS_UNREAD = "unknown"  # the reader did not read {CRAWL_ID}:alerts
@@ -36,6 +39,8 @@ class Snapshot:
     proxies: dict[str, int] | None = None  # proxy_counts(); None: no proxy in this crawl
     finished_at: float | None = None  # the crawl's finished mark, if set
     alerts: dict[str, dict[str, Any]] | None = None  # parse_alerts(); None: not read
+    proxy_faults: list[dict[str, Any]] | None = None  # proxyview.proxy_faults(); None: not read
+    host_faults: dict[str, dict[str, int]] | None = None  # proxyview.host_faults(); None: not read
 
 
 def _text(value: Any) -> str:
@@ -158,6 +163,7 @@ def build_status(snapshot: Snapshot, rates: Mapping[str, float | None],
         "dedup": snapshot.bloom, "proxies": snapshot.proxies,
         "finished_at": snapshot.finished_at,
         "alerts": alerts_status(snapshot.alerts),
+        "proxy_failures": proxyview.failures_status(snapshot.proxy_faults, snapshot.host_faults),
     }
 
 
@@ -207,13 +213,7 @@ def _total_row(totals: Mapping[str, Any]) -> list[str]:
 
 def table(rows: list[list[str]]) -> list[str]:
     """Left-aligned text columns, numbers (from column 3 on, except health) right-aligned."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = []
-    for row in rows:
-        cells = [c.ljust(w) if i in (0, 1, 3) else c.rjust(w)
-                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
-        lines.append("  ".join(cells).rstrip())
-    return lines
+    return aligned(rows, left=(0, 1, 3))
 
 
 def _dedup_line(bloom: Mapping[str, Any] | None) -> str:
@@ -258,6 +258,7 @@ def _summary(status: Mapping[str, Any]) -> list[str]:
         *_partition_lines(status["lag"]["per_partition"]),
         f"dedup     {_dedup_line(status['dedup'])}",
         f"proxies   {_proxy_line(status['proxies'])}",
+        *proxyview.failure_lines(status.get("proxy_failures")),
         f"finished  {since}",
         *_alert_lines(status["alerts"]),
     ]

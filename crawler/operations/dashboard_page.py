@@ -2,7 +2,9 @@
 
 It polls ``/api/status`` every second and fills the elements by id
 (``#pages-per-second``, ``#acked-total``, ``#nodes-count``, ``#lag-total``,
-``#failures``, ``#bloom-fill``, ``#proxies-alive``, the ``#nodes-body`` table); the
+``#failures``, ``#bloom-fill``, ``#proxies-alive``, ``#proxy-blame``, the ``#nodes-body``
+table, and the proxy failures by the party at fault: ``#proxies-body`` per proxy and
+``#hosts-body`` for the top hosts); the
 throughput chart (inline SVG) keeps the last two minutes in the browser. Values
 from Redis are set with ``textContent`` only, never parsed as HTML.
 """
@@ -32,6 +34,12 @@ th,td{text-align:right;padding:4px 8px;border-bottom:1px solid #eee}
 th:nth-child(-n+3),td:nth-child(-n+3){text-align:left}
 .h-ok{color:#1b7f2a}.h-idle{color:#8a6d00}.h-lost{color:#c62828;font-weight:600}
 svg{width:100%;height:180px;background:#fbfcfd}
+.faults th,.faults td{text-align:right}
+.faults th:first-child,.faults td:first-child,#proxies-table td:nth-child(2),
+#proxies-table th:nth-child(2){text-align:left}
+.split{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:16px}
+section .d{color:#667;font-size:12px;margin-top:4px}
+.s-alive{color:#1b7f2a}.s-probation{color:#8a6d00}.s-dead{color:#c62828;font-weight:600}
 </style></head>
 <body>
 <header><h1>crawl <span id="crawl-id">?</span></h1>
@@ -52,6 +60,8 @@ svg{width:100%;height:180px;background:#fbfcfd}
   <div class="v" id="bloom-fill">-</div><div class="d" id="bloom-detail"></div></div>
  <div class="card"><div class="l">proxies alive</div>
   <div class="v" id="proxies-alive">-</div><div class="d" id="proxies-detail"></div></div>
+ <div class="card"><div class="l">proxy / origin faults</div>
+  <div class="v" id="proxy-blame">-</div><div class="d" id="proxy-blame-detail"></div></div>
 </div>
 <section><h2>throughput, pages/s (last 2 minutes; max <span id="chart-max">0</span>)</h2>
 <svg id="chart" viewBox="0 0 1200 180" preserveAspectRatio="none">
@@ -60,12 +70,19 @@ svg{width:100%;height:180px;background:#fbfcfd}
 <section><h2>nodes</h2><table><thead><tr><th>id</th><th>host</th><th>health</th>
 <th>pid</th><th>beat</th><th>lag</th><th>partitions</th><th>acked</th><th>pages/s</th>
 </tr></thead><tbody id="nodes-body"></tbody></table></section>
+<section><h2>proxy failures by the party at fault (every worker, since the crawl began)</h2>
+<div class="split"><div><table class="faults" id="proxies-table"><thead><tr><th>proxy</th>
+<th>state</th><th>proxy faults</th><th>origin faults</th></tr></thead>
+<tbody id="proxies-body"></tbody></table><div class="d" id="proxies-more"></div></div>
+<div><table class="faults" id="hosts-table"><thead><tr><th>host</th><th>proxy faults</th>
+<th>origin faults</th></tr></thead><tbody id="hosts-body"></tbody></table>
+<div class="d" id="hosts-note"></div></div></div></section>
 <section><h2>alerts</h2><div id="alerts">-</div>
 <div id="finished" class="d"></div></section>
 </main>
 <script>
 "use strict";
-const WINDOW = 120, history = [];
+const WINDOW = 120, PAGE_PROXIES = 20, history = [];
 let apiErrors = 0;
 const $ = (id) => document.getElementById(id);
 const put = (id, v) => { $(id).textContent = (v === null || v === undefined) ? "-" : v; };
@@ -100,6 +117,34 @@ function showNodes(nodes) {
   }
 }
 
+function rows(id, list, fill) {
+  const body = $(id);
+  body.replaceChildren();
+  for (const item of list) {
+    const tr = document.createElement("tr");
+    fill(tr, item);
+    body.appendChild(tr);
+  }
+}
+
+function showProxyFailures(f) {
+  put("proxy-blame", f ? f.totals.proxy_faults + " / " + f.totals.origin_faults : "none");
+  put("proxy-blame-detail", f ? "blamed on proxies / on origin sites; " + f.hosts +
+      " hosts" : "no proxy in this crawl");
+  const proxies = f ? f.by_proxy : [], hosts = f ? f.by_host : [];
+  rows("proxies-body", proxies.slice(0, PAGE_PROXIES), (tr, p) => {
+    cell(tr, p.id); cell(tr, p.state, "s-" + p.state);
+    cell(tr, p.proxy_faults); cell(tr, p.origin_faults);
+  });
+  put("proxies-more", proxies.length > PAGE_PROXIES ? (proxies.length - PAGE_PROXIES) +
+      " more proxies in /api/status" : "");
+  rows("hosts-body", hosts, (tr, h) => {
+    cell(tr, h.host); cell(tr, h.proxy_faults); cell(tr, h.origin_faults);
+  });
+  put("hosts-note", f ? "the " + hosts.length + " of " + f.hosts +
+      " hosts with the most failures" : "no proxy in this crawl");
+}
+
 function showFailures(s) {
   const t = s.totals, dead = s.proxies ? s.proxies.dead : 0;
   const alerts = (s.alerts && s.alerts.active) ? s.alerts.active.length : 0;
@@ -132,6 +177,7 @@ function show(s) {
   put("work-detail", t.partitions + " partitions, " + t.leases + " leases, " +
       t.buffered + " buffered, " + t.delayed + " delayed");
   showFailures(s); showStores(s); showNodes(s.nodes);
+  showProxyFailures(s.proxy_failures || null);
   const active = (s.alerts && s.alerts.active) || [];
   const how = (s.alerts && s.alerts.status) || "-";
   put("alerts", active.length ? active.map((a) => JSON.stringify(a)).join("; ")

@@ -55,9 +55,16 @@ def _status(base: str) -> dict:
 # --- the server alone, with a fake reader (no services) ---------------------------------
 
 
+PROXY_FAULTS = [
+    {"id": "10.0.0.1:3128~81a60f20", "state": "dead", "proxy_faults": 41, "origin_faults": 1},
+    {"id": "127.0.0.1:3128", "state": "alive", "proxy_faults": 3, "origin_faults": 12}]
+HOST_FAULTS = {"127.0.0.2:8123": {"proxy_faults": 30, "origin_faults": 2},
+               "shop.example": {"proxy_faults": 1, "origin_faults": 11}}
+
+
 class FakeReader:
-    def __init__(self) -> None:
-        self.acked, self.fail = 0, False
+    def __init__(self, *, proxies: bool = False) -> None:
+        self.acked, self.fail, self.proxies = 0, False, proxies
 
     async def read(self) -> Snapshot:
         if self.fail:
@@ -65,7 +72,12 @@ class FakeReader:
         self.acked += 5
         doc = {"ts": time.time(), "idle": False, "assigned": [0, 1], "lag": 7,
                "info": {"acked": self.acked, "pid": 42, "host": "h", "leases": 1}}
-        return Snapshot(crawl_id="fake", now=time.time(), workers={"w1": doc})
+        if not self.proxies:
+            return Snapshot(crawl_id="fake", now=time.time(), workers={"w1": doc})
+        return Snapshot(crawl_id="fake", now=time.time(), workers={"w1": doc},
+                        proxies={"members": 2, "alive": 1, "probation": 0, "dead": 1,
+                                 "unreadable": 0},
+                        proxy_faults=PROXY_FAULTS, host_faults=HOST_FAULTS)
 
 
 @contextmanager
@@ -97,11 +109,40 @@ def test_server_serves_page_status_and_errors():
         assert code == 200 and b'id="acked-total"' in page
         status = _status(base)
         assert status["crawl_id"] == "fake" and status["totals"]["nodes"] == 1
+        assert status["proxy_failures"] is None  # no proxy in this crawl
         wait_until(lambda: _status(base)["totals"]["rate"] is not None, 10, "a rate")
         assert _get(base + "nope")[0] == 404
         reader.fail = True
         wait_until(lambda: _get(base + "api/status")[0] == 503, 10, "the error")
         assert "connection refused" in json.loads(_get(base + "api/status")[1])["error"]
+
+
+def test_page_splits_proxy_failures_per_proxy_and_per_host(tmp_path):
+    with _served(FakeReader(proxies=True)) as base:
+        failures = _status(base)["proxy_failures"]
+        assert failures["totals"] == {"proxy_faults": 44, "origin_faults": 13}
+        assert failures["by_proxy"] == PROXY_FAULTS and failures["hosts"] == 2
+        assert failures["by_host"][0] == {"host": "127.0.0.2:8123", "proxy_faults": 30,
+                                          "origin_faults": 2}
+        require(CHROMIUM, "no chromium (apt-get install -y chromium): the API checks passed")
+        dom = _chromium(base, tmp_path, "--virtual-time-budget=3000", "--dump-dom")
+    assert _element(dom, "proxy-blame") == "44 / 13"
+    assert _element(dom, "proxy-blame-detail") == "blamed on proxies / on origin sites; 2 hosts"
+    assert _node_rows(dom, "proxies-body") == [["10.0.0.1:3128~81a60f20", "dead", "41", "1"],
+                                               ["127.0.0.1:3128", "alive", "3", "12"]]
+    assert _node_rows(dom, "hosts-body") == [["127.0.0.2:8123", "30", "2"],
+                                             ["shop.example", "1", "11"]]
+    assert 'class="s-dead"' in dom
+
+
+def test_page_without_proxies_says_so(tmp_path):
+    require(CHROMIUM, "no chromium (apt-get install -y chromium)")
+    with _served(FakeReader()) as base:
+        dom = _chromium(base, tmp_path, "--virtual-time-budget=3000", "--dump-dom")
+    assert _element(dom, "proxy-blame") == "none"
+    assert _element(dom, "hosts-note") == "no proxy in this crawl"
+    assert _node_rows(dom, "proxies-body") == [] and _node_rows(dom, "hosts-body") == []
+    assert _element(dom, "conn") == "live"
 
 
 # --- live: two workers, the command as a subprocess, the page in Chromium --------------
@@ -194,10 +235,10 @@ def _element(dom: str, element_id: str) -> str:
     return match.group(1)
 
 
-def _node_rows(dom: str) -> list[list[str]]:
-    """The cells of each row of the ``#nodes-body`` table, as text."""
-    match = re.search(r'<tbody id="nodes-body"[^>]*>(.*?)</tbody>', dom, re.DOTALL)
-    assert match, "#nodes-body not in the DOM"
+def _node_rows(dom: str, body: str = "nodes-body") -> list[list[str]]:
+    """The cells of each row of the ``#nodes-body`` table (or another *body*), as text."""
+    match = re.search(rf'<tbody id="{body}"[^>]*>(.*?)</tbody>', dom, re.DOTALL)
+    assert match, f"#{body} not in the DOM"
     return [re.findall(r"<td[^>]*>([^<]*)</td>", row)
             for row in re.findall(r"<tr[^>]*>(.*?)</tr>", match.group(1), re.DOTALL)]
 

@@ -74,7 +74,8 @@ def test_rate_needs_two_distinct_heartbeats():
 def test_json_shape():
     status = json.loads(clusterview.to_json(_status()))
     assert set(status) == {"crawl_id", "time", "stale_after", "nodes", "totals", "unreadable",
-                           "lag", "dedup", "proxies", "finished_at", "alerts"}
+                           "lag", "dedup", "proxies", "finished_at", "alerts",
+                           "proxy_failures"}
     assert set(status["nodes"][0]) == {
         "id", "host", "pid", "health", "age", "lag", "partitions", "assigned", "leases",
         "buffered", "delayed", "acked", "pages", "items", "rate"}
@@ -82,6 +83,7 @@ def test_json_shape():
     assert status["proxies"] == {"members": 3, "alive": 1, "probation": 0, "dead": 1,
                                  "unreadable": 1}
     assert status["alerts"] == {"status": "ok", "active": []}
+    assert status["proxy_failures"] is None  # not read into this snapshot
 
 
 def test_text_names_every_node_and_the_summary():

@@ -11,5 +11,7 @@ from crawler.operations.dashboard_page import PAGE
 def test_page_loads_nothing_external():
     assert not re.search(r"(src|href)\s*=|https?://|@import|url\(", PAGE, re.IGNORECASE)
     for name in ("pages-per-second", "nodes-count", "acked-total", "lag-total", "failures",
-                 "bloom-fill", "proxies-alive", "nodes-body", "chart-line"):
+                 "bloom-fill", "proxies-alive", "nodes-body", "chart-line", "proxy-blame",
+                 "proxy-blame-detail", "proxies-body", "proxies-more", "hosts-body",
+                 "hosts-note"):
         assert f'id="{name}"' in PAGE
