@@ -15,6 +15,7 @@ one that answers 403 to everything. Required:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -67,7 +68,7 @@ def _leaseholder(env: dict[str, str], crawl_id: str, workers: list[Worker]) -> i
 
 def _gaps(entries: list[dict[str, object]]) -> float:
     times = sorted(float(e["ts"]) for e in entries)  # type: ignore[arg-type]
-    return max((b - a for a, b in zip(times, times[1:])), default=0.0)
+    return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["steady", "kill-9"])
