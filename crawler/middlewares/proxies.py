@@ -32,7 +32,7 @@ from crawler.connections.tasks import Tasks, every
 from crawler.frontier.delay import delayed, scheduler_delays, sleep
 from crawler.politeness.banpolicy import SpiderPolicy
 from crawler.politeness.blame import Blame, Cause, Verdict, host_of
-from crawler.politeness.probe import probe
+from crawler.politeness.probe import Prober, connect_target
 from crawler.politeness.proxyconfig import ProxyConfig
 from crawler.politeness.proxypool import Outcome, Proxy, State
 from crawler.politeness.proxystore import ProxyStore
@@ -54,7 +54,6 @@ _AUTH = b"Proxy-Authorization"
 _HTTPPROXY = "scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware"
 _ATTEMPT_META = ("proxy", AUTH_PROXY_META, "download_slot", "download_latency", _START_KEY)
 ALERT_EVERY = 30.0  # seconds between two "no usable proxy" warnings
-PROBE_TICK = 1.0  # seconds between two looks for dead proxies due for a probe
 
 
 class ProxyPoolMiddleware:
@@ -70,10 +69,8 @@ class ProxyPoolMiddleware:
         self.seeds, self.when_none, self.retries = seeds, when_none, retries
         self.refresh_interval, self.wait_max = refresh_interval, wait_max
         self.delay_in_scheduler = delay_in_scheduler
-        self.probe_url, self.probe_timeout = probe_url, probe_timeout
-        self.probe_target = ""  # host:port of the latest answer through the pool
-        self._probing: set[str] = set()
-        self._probed_at: dict[str, float] = {}
+        self.prober = Prober(store, crawler.stats, url=probe_url, timeout=probe_timeout,
+                             changed=self._changed, kick=self._kick)
         self._tasks = Tasks("proxy pool")
         self._kick_again = False
         self._kicking: asyncio.Task[None] | None = None
@@ -116,7 +113,7 @@ class ProxyPoolMiddleware:
                     type(self.store).__name__, self.refresh_interval)
         self.blame.policy = SpiderPolicy(self.ban_policy, self.crawler.spider)
         self._tasks.spawn(every(self.refresh_interval, self._sync), "refresh")
-        self._tasks.spawn(every(PROBE_TICK, self._probe_due), "probes")
+        self._tasks.spawn(every(self.prober.TICK, self.prober.run), "probes")
 
     async def spider_closed(self) -> None:
         await self._tasks.close()
@@ -128,8 +125,8 @@ class ProxyPoolMiddleware:
     async def process_request(self, request: Request) -> Request | None:
         if "proxy" in request.meta and ID_KEY not in request.meta:
             return None  # a proxy (or None: no proxy) chosen by the spider
-        if not self.probe_target:
-            self.probe_target = _target(request.url)
+        if not self.prober.target:
+            self.prober.target = connect_target(request.url)
         avoid = {*request.meta.get(AVOID_KEY, ()), request.meta.get(ID_KEY)}  # + the last one
         proxy = self.pool.pick(avoid)
         while proxy is None:
@@ -143,7 +140,7 @@ class ProxyPoolMiddleware:
             if self.delay_in_scheduler:  # the frontier holds it, under its lease
                 return delayed(request, wait, dont_filter=True)
             await sleep(wait)
-            await self._probe_due()
+            await self.prober.run()
             self._changed()
             proxy = self.pool.pick(avoid)
         self._assign(request, proxy)
@@ -156,7 +153,7 @@ class ProxyPoolMiddleware:
         request.headers.pop(_AUTH, None)  # the request object may live on (leases, items)
         verdict = self.blame.response(request, response, proxy_id, self.pool.clock())
         if verdict.cause is not Cause.PROXY:
-            self.probe_target = _target(request.url)
+            self.prober.target = connect_target(request.url)
         self._record(request, proxy_id, verdict, _latency(request))
         return (self._reissue(request, proxy_id, verdict) if verdict.reissue else None) \
             or response
@@ -265,38 +262,6 @@ class ProxyPoolMiddleware:
         if lost := getattr(self.store, "lost", 0):
             self.stats.set_value("proxy/state_lost", lost)
 
-    # -- probes ---------------------------------------------------------------
-    async def _probe_due(self) -> None:
-        """Probe each dead proxy whose pause is over, all at once; while no proxy is usable,
-        every dead one, at most every ``PROXY_BACKOFF_BASE`` seconds."""
-        now = self.pool.clock()
-        due = {p.id: p for p in self.pool.due(now)}
-        counts = self.pool.counts()
-        if not counts[State.ALIVE] and not counts[State.PROBATION]:
-            base = self.pool.policy.backoff_base
-            due.update((i, p) for i, p in self.pool.proxies.items()
-                       if now - self._probed_at.get(i, float("-inf")) >= base)
-        todo = [p for i, p in due.items() if i not in self._probing]
-        if todo:
-            await asyncio.gather(*(self._probe(p) for p in todo))
-
-    async def _probe(self, proxy: Proxy) -> None:
-        self._probing.add(proxy.id)
-        self._probed_at[proxy.id] = self.pool.clock()
-        try:
-            failed = await probe(proxy, target=self.probe_target, url=self.probe_url,
-                                 timeout=self.probe_timeout)
-        finally:
-            self._probing.discard(proxy.id)
-        if failed == "nothing to probe with yet":
-            return
-        self.stats.inc_value(f"proxy/probes/{'failed' if failed else 'ok'}")
-        self.store.observe(proxy.id, Outcome.PROBE_FAILED if failed else Outcome.PROBE_OK)
-        logger.debug("Probe of proxy %s: %s", proxy.id, failed or "through")
-        self._changed()
-        if not failed and self.store.shared:
-            self._kick()
-
     # -- shared store -------------------------------------------------------
     async def _sync(self) -> None:
         before = set(self.pool.proxies)
@@ -323,14 +288,6 @@ class ProxyPoolMiddleware:
         while self._kick_again:
             self._kick_again = False
             await self._sync()
-
-
-def _target(url: str) -> str:
-    """``host:port`` a probe asks a proxy to ``CONNECT`` to, for a page at *url*."""
-    host = host_of(url)
-    if not host or ":" in host.rpartition("]")[2]:
-        return host
-    return f"{host}:{443 if url.startswith('https:') else 80}"
 
 
 def _latency(request: Request) -> float | None:

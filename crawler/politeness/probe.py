@@ -13,11 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import ssl
+from collections.abc import Callable
 from contextlib import suppress
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from crawler.politeness.proxypool import Proxy
+from crawler.politeness.proxypool import Outcome, Proxy, State
+
+if TYPE_CHECKING:
+    from crawler.politeness.proxystore import ProxyStore
+
+logger = logging.getLogger(__name__)
+NOTHING_YET = "nothing to probe with yet"
 
 MAX_STATUS_LINE = 1024
 
@@ -47,7 +56,7 @@ async def probe(proxy: Proxy, *, target: str = "", url: str = "",
     if url.startswith("https://"):
         target, url = connect_target(url), ""
     if not target and not url:
-        return "nothing to probe with yet"
+        return NOTHING_YET
     try:
         return await asyncio.wait_for(_exchange(proxy, target, url), timeout)
     except TimeoutError:
@@ -79,3 +88,52 @@ def _judge(line: bytes, *, connect: bool) -> str | None:
     status = int(fields[1])
     good = 200 <= status < 300 if connect else status < 400
     return None if good else f"status {status}"
+
+
+class Prober:
+    """Probes the dead members of *store*'s pool once their pause is over; while none of
+    the pool is usable, every dead one every ``PROXY_BACKOFF_BASE`` seconds."""
+
+    TICK = 1.0  # seconds between two looks for proxies due
+
+    def __init__(self, store: ProxyStore, stats: Any, *, url: str, timeout: float,
+                 changed: Callable[[], None], kick: Callable[[], None]) -> None:
+        self.store, self.pool, self.stats = store, store.pool, stats
+        self.url, self.timeout = url, timeout
+        self.changed, self.kick = changed, kick
+        self.target = ""  # host:port of the latest answer through the pool
+        self._probing: set[str] = set()
+        self._probed_at: dict[str, float] = {}
+
+    def due(self) -> list[Proxy]:
+        now = self.pool.clock()
+        due = {p.id: p for p in self.pool.due(now)}
+        counts = self.pool.counts()
+        if not counts[State.ALIVE] and not counts[State.PROBATION]:
+            base = self.pool.policy.backoff_base
+            due.update((i, p) for i, p in self.pool.proxies.items()
+                       if now - self._probed_at.get(i, float("-inf")) >= base)
+        return [p for i, p in due.items() if i not in self._probing]
+
+    async def run(self) -> None:
+        """Probe every proxy due, all at once."""
+        todo = self.due()
+        if todo:
+            await asyncio.gather(*(self._probe(p) for p in todo))
+
+    async def _probe(self, proxy: Proxy) -> None:
+        self._probing.add(proxy.id)
+        self._probed_at[proxy.id] = self.pool.clock()
+        try:
+            failed = await probe(proxy, target=self.target, url=self.url,
+                                 timeout=self.timeout)
+        finally:
+            self._probing.discard(proxy.id)
+        if failed == NOTHING_YET:
+            return
+        self.stats.inc_value(f"proxy/probes/{'failed' if failed else 'ok'}")
+        self.store.observe(proxy.id, Outcome.PROBE_FAILED if failed else Outcome.PROBE_OK)
+        logger.debug("Probe of proxy %s: %s", proxy.id, failed or "through")
+        self.changed()
+        if not failed and self.store.shared:
+            self.kick()

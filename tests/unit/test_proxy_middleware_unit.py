@@ -159,9 +159,9 @@ def test_a_banned_request_comes_back_as_a_fresh_copy_for_another_proxy(
     assert stats(middleware)[f"proxy/{first}/blame/proxy"] == 1
     assert stats(middleware)["proxy/host/example.com/blame/proxy"] == 1
     # a probe that gets through brings the first one back on probation: avoided but usable
-    monkeypatch.setattr("crawler.middlewares.proxies.probe", _through)
+    monkeypatch.setattr("crawler.politeness.probe.probe", _through)
     middleware.pool.health[first] = replace(middleware.pool.get(first), until=0)
-    run(middleware._probe_due())
+    run(middleware.prober.run())
     assert middleware.pool.get(first).state is State.PROBATION
     assert stats(middleware)["proxy/probes/ok"] == 1 and stats(middleware)["proxy/revived"] == 1
     again = run(middleware.process_response(retry, Response(retry.url, status=407,
@@ -244,7 +244,7 @@ def test_when_none_wait_hands_the_request_to_the_frontier_until_the_first_reviva
 
 def test_when_none_wait_sleeps_on_one_node_until_a_proxy_is_back(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("crawler.middlewares.proxies.probe", _through)
+    monkeypatch.setattr("crawler.politeness.probe.probe", _through)
     middleware = make([OTHER], PROXY_BACKOFF_BASE=0.3)
     kill(middleware, OTHER)
     request = Request("http://example.com/")
