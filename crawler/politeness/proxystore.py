@@ -109,7 +109,6 @@ class ProxyStore:
 
     def __init__(self, pool: ProxyPool) -> None:
         self.pool = pool
-        self.host_counts: dict[str, int] = {}  # "<cause>:<host>" -> failures (not yet shared)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -122,9 +121,8 @@ class ProxyStore:
         return self.pool.observe(proxy_id, outcome, latency)
 
     def count_host(self, cause: str, host: str) -> None:
-        """One more failure of *host* seen through the pool, blamed on *cause*."""
-        field = f"{cause}:{host}"
-        self.host_counts[field] = self.host_counts.get(field, 0) + 1
+        """One more failure of *host* seen through the pool, blamed on *cause* (kept for the
+        crawl's shared count; in the process the stats have it already)."""
 
     async def sync(self) -> None:
         """Exchange observations with the shared state (nothing to do in the process)."""
@@ -155,6 +153,7 @@ class RedisProxyStore(ProxyStore):
         self.client: aioredis.Redis | None = None
         if client is not None:
             self._use(client)
+        self.host_counts: dict[str, int] = {}  # "<cause>:<host>" -> failures, not yet shared
         self.lost = 0  # times the members set was found lost and the last known set kept
         self._lost_now = False
         self._pending: list[Observation] = []
@@ -190,6 +189,11 @@ class RedisProxyStore(ProxyStore):
         if added:
             logger.info("Added %d proxies of the settings to %s", added, self.members_key)
         await self.sync()
+
+    def count_host(self, cause: str, host: str) -> None:
+        field = f"{cause}:{host}"
+        if field in self.host_counts or len(self.host_counts) < MAX_PENDING:
+            self.host_counts[field] = self.host_counts.get(field, 0) + 1
 
     def observe(self, proxy_id: str, outcome: Outcome, latency: float | None = None) -> Health:
         now = self.pool.clock()

@@ -356,8 +356,9 @@ def test_dead_proxies_trip_proxies_low_and_the_held_records_trip_lag_growing(
     env = stack.env()
     client = redis.Redis.from_url(env["REDIS_URL"])
     proxies = start_proxies(tmp_path / "proxies", healthy=1, auth=False)
+    refused = f"http://127.0.0.1:{free_port()}"
     settings = {
-        "ROTATING_PROXY_LIST": f"{proxies.dead},http://127.0.0.1:{free_port()}",
+        "ROTATING_PROXY_LIST": f"{proxies.dead},{refused}",
         # (dead proxies are probed, not tried with requests: refused, they stay dead)
         # the default is 10 minutes of growth; the test makes the lag grow for longer than
         # this (the rule still needs two checks, ALERT_INTERVAL apart, and a higher lag)

@@ -107,7 +107,22 @@ def test_a_hostile_origin_behind_proxies_loses_nothing(stack, crawl_id, tmp_path
     assert gap <= MAX_GAP, f"{gap:.1f}s without a fetch while healthy proxies existed"
     survivors = [d for d in dumps if d]
     assert _stat(survivors, "proxy/blame/origin") > 0, "no origin failure was seen as such"
+    _check_shared_counts(env, crawl_id, proxies.forbidden, proxies.healthy)
     assert "user:pass" not in logs, "proxy credentials leaked into a log"
+
+
+def _check_shared_counts(env: dict[str, str], crawl_id: str, forbidden: str,
+                         healthy: list[str]) -> None:
+    """The cluster-wide counts: the origin's failures per host, the 403 proxy's faults."""
+    client = Redis.from_url(env["REDIS_URL"], decode_responses=True)
+    hosts = client.hgetall(f"{{{crawl_id}}}:proxy:hosts")
+    health = {k: json.loads(v) for k, v in client.hgetall(f"{{{crawl_id}}}:proxy:health").items()}
+    for host in HOSTS:
+        assert sum(int(v) for k, v in hosts.items() if k.startswith(f"origin:{host}:")) > 0
+    assert health[parse_proxy(forbidden).id]["proxy_faults"] >= 1
+    for proxy in healthy:
+        record = health[parse_proxy(proxy).id]
+        assert record["state"] != "dead" and record["origin_faults"] > 0, record
 
 
 def _scenario(url: str) -> str | None:
