@@ -5,11 +5,13 @@ Page 0 is ``/`` on the first host; page *n* lives on host ``n % H`` at ``/`` (fo
 to two seeded random pages and to its host's ``/``; links to another host are absolute. Each
 host is its own loopback address (Linux routes all of 127.0.0.0/8 to ``lo``), all on one port.
 
-Faults are a pure function of ``(seed, host, path, attempt)`` (see :func:`outcome`): a
-connection reset (SO_LINGER 0), a 429 with ``Retry-After: 1|2``, a 503 (half with
-``Retry-After: 1``), or a 200 after a 1-3 s sleep. Attempt ``max_failures + 1`` of a page
-always succeeds at once, except on a *doomed* page (a seeded share ``doomed`` of the pages other
-than a host's ``/``, see :func:`is_doomed`), which faults on every attempt. Every request is
+Faults are a pure function of ``(seed, host, path, attempt)`` (see :func:`outcome`, in
+:mod:`servers.faultmodel`): a connection reset (SO_LINGER 0), a 429 with ``Retry-After: 1|2``,
+a 503 (half with ``Retry-After: 1``), or a 200 after a 1-3 s sleep. Attempt ``max_failures + 1``
+of a page always succeeds at once, except on a *doomed* page (a seeded share ``doomed`` of the
+pages other than a host's ``/``, see :func:`is_doomed`), which faults on every attempt. The
+``hostile`` profile (``--faults hostile``) instead gives each page one fixed :func:`scenario`,
+e.g. ``503x3``: three 503s, then a 200. Every request is
 logged as one JSON line (:func:`read_log`) before its response (or reset) goes out, so a client
 that saw the answer finds the line::
 
@@ -39,12 +41,12 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 # The model lives in its own module; its names stay importable from here.
-from servers.faultmodel import Faults, Outcome, is_doomed, outcome
+from servers.faultmodel import HOSTILE, PROFILES, Faults, Outcome, is_doomed, outcome, scenario
 
 __all__ = [
-    "Faults", "OriginProcess", "OriginServer", "Outcome", "Site", "bind", "is_doomed",
-    "last_status", "main", "max_per_window", "outcome", "read_log", "serve", "site_urls",
-    "start_origin",
+    "HOSTILE", "PROFILES", "Faults", "OriginProcess", "OriginServer", "Outcome", "Site", "bind",
+    "is_doomed", "last_status", "main", "max_per_window", "outcome", "page_scenarios",
+    "read_log", "scenario", "serve", "site_urls", "start_origin",
 ]
 
 CHILDREN = 3
@@ -233,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="default: a free port")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--faults", default=Faults().spec(),
-                        help='"none" or name=value,... of the Faults fields')
+                        help='"none", "hostile" or name=value,... of the Faults fields')
     args = parser.parse_args(argv)
     hosts = [host.strip() for host in args.hosts.split(",") if host.strip()]
     faults = Faults.parse(args.faults)
@@ -313,6 +315,14 @@ def site_urls(base_urls: Sequence[str], pages: int) -> list[str]:
     """The URL of every page (index first) of a site served on *base_urls* (one per host)."""
     bases = [base.rstrip("/") for base in base_urls]
     return [bases[n % len(bases)] + ("/" if n < len(bases) else f"/p/{n}.html")
+            for n in range(pages)]
+
+
+def page_scenarios(faults: Faults, seed: int, hosts: Sequence[str],
+                   pages: int) -> list[str | None]:
+    """The hostile :func:`scenario` of every page (index first) of a site on *hosts*."""
+    site = Site(hosts, 0, pages, seed)
+    return [scenario(faults, seed, site.hosts[n % len(site.hosts)], site.path(n))
             for n in range(pages)]
 
 
