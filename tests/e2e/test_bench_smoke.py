@@ -39,3 +39,27 @@ def test_the_benchmark_runs_every_crawler_over_a_small_site(tmp_path: Path) -> N
     report = (out / "report.md").read_text()
     assert "## Ratios" in report and "1 worker / stock, pages per CPU-second" in report
     assert (out / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.timeout(900)
+def test_the_hostile_benchmark_runs_its_three_crawls(tmp_path: Path) -> None:
+    """benchmarks/hostile.py over 20 pages: every crawl ends, is measured and reported; only
+    the friendly crawl must store every page (the hostile ones show what the pool does)."""
+    out = tmp_path / "report"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.hostile", "--pages", "20", "--timeout", "240",
+         "--workdir", str(tmp_path / "work"), "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=880,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    data = json.loads((out / "results.json").read_text())
+    runs = {run["crawl"]: run for run in data["runs"]}
+    assert set(runs) == {"a-hostile-mixed", "b-hostile-healthy", "c-friendly-healthy"}
+    for run in runs.values():
+        assert run["dumps"] == 2 and run["exit_codes"] == [0, 0], run
+        assert run["stored"] + len(run["missing"]["pages"]) == 20 and run["duplicates"] == 0
+        assert any(key.startswith("proxy/") for key in run["stats"]), run["stats"]
+    assert runs["c-friendly-healthy"]["stored"] == 20
+    assert data["site"]["pages_503x3"] == [13, 15, 16]  # seed 1's first 20 pages
+    assert "| a-hostile-mixed | 1 |" in (out / "report.md").read_text()
+    assert "longest gap s" in result.stdout  # the table is printed too

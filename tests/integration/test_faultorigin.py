@@ -18,6 +18,7 @@ from servers.faultorigin import (
     Outcome,
     last_status,
     outcome,
+    page_scenarios,
     read_log,
     site_urls,
     start_origin,
@@ -138,3 +139,27 @@ def test_naive_retrying_client_reaches_every_page(origin: OriginProcess) -> None
     assert worst <= HEAVY.max_failures + 1
     final = last_status(read_log(origin.log_path))
     assert len(final) == 60 and set(final.values()) == {200}
+
+
+def test_hostile_pages_over_http(tmp_path: Path) -> None:
+    """``--faults hostile``: a "503x3" page answers 503, 503, 503, 200; a "reset" page resets
+    the connection once, then answers; a "429x2" page says ``Retry-After: 1`` twice."""
+    hostile = Faults.parse("hostile")
+    handle, _ = start_origin(60, tmp_path / "origin.jsonl", hosts=HOSTS, faults=hostile, seed=1)
+    assert "hostile" in handle.proc.args  # the CLI flag, as a user would pass it
+    urls = site_urls(handle.base_urls, 60)
+    story = page_scenarios(hostile, 1, HOSTS, 60)
+    with handle:
+        thrice = urls[story.index("503x3")]
+        assert [get(thrice)[0] for _ in range(5)] == [503, 503, 503, 200, 200]
+        reset = urls[story.index("reset")]
+        assert [get(reset)[0] for _ in range(3)] == ["reset", 200, 200]
+        too_many = urls[story.index("429x2")]
+        answers = [get(too_many) for _ in range(3)]
+        assert [status for status, _, _ in answers] == [429, 429, 200]
+        assert [headers.get("Retry-After") for _, headers, _ in answers] == ["1", "1", None]
+        plain = urls[story.index(None)]
+        assert [get(plain)[0] for _ in range(2)] == [200, 200]
+        entries = read_log(handle.log_path)
+    assert [e["attempt"] for e in entries] == [1, 2, 3, 4, 5, 1, 2, 3, 1, 2, 3, 1, 2]
+    assert [e["fault"] for e in entries[5:8]] == ["reset", None, None]

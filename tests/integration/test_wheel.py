@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 DISTRIBUTION = "scrapy-fleet"
 INSTALL_TIMEOUT = 600.0
 # Test servers and what only the extras bring: none of it may be in, or be needed by, the wheel.
-TEST_SERVERS = ("faultorigin", "testproxies")
+TEST_SERVERS = ("faultorigin", "faultmodel", "testproxies")
 DEV_ONLY = ("proxy", "pytest", "_pytest", "scrapyd", "scrapyd_client", "scrapy_redis",
             "matplotlib", "calfkit", "fiftyone")
 DEV_DISTRIBUTIONS = ("pytest", "proxy.py", "scrapyd", "scrapyd-client", "scrapy-redis",

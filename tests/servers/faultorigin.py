@@ -5,11 +5,13 @@ Page 0 is ``/`` on the first host; page *n* lives on host ``n % H`` at ``/`` (fo
 to two seeded random pages and to its host's ``/``; links to another host are absolute. Each
 host is its own loopback address (Linux routes all of 127.0.0.0/8 to ``lo``), all on one port.
 
-Faults are a pure function of ``(seed, host, path, attempt)`` (see :func:`outcome`): a
-connection reset (SO_LINGER 0), a 429 with ``Retry-After: 1|2``, a 503 (half with
-``Retry-After: 1``), or a 200 after a 1-3 s sleep. Attempt ``max_failures + 1`` of a page
-always succeeds at once, except on a *doomed* page (a seeded share ``doomed`` of the pages other
-than a host's ``/``, see :func:`is_doomed`), which faults on every attempt. Every request is
+Faults are a pure function of ``(seed, host, path, attempt)`` (see :func:`outcome`, in
+:mod:`servers.faultmodel`): a connection reset (SO_LINGER 0), a 429 with ``Retry-After: 1|2``,
+a 503 (half with ``Retry-After: 1``), or a 200 after a 1-3 s sleep. Attempt ``max_failures + 1``
+of a page always succeeds at once, except on a *doomed* page (a seeded share ``doomed`` of the
+pages other than a host's ``/``, see :func:`is_doomed`), which faults on every attempt. The
+``hostile`` profile (``--faults hostile``) instead gives each page one fixed :func:`scenario`,
+e.g. ``503x3``: three 503s, then a 200. Every request is
 logged as one JSON line (:func:`read_log`) before its response (or reset) goes out, so a client
 that saw the answer finds the line::
 
@@ -20,7 +22,6 @@ that saw the answer finds the line::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import ipaddress
 import json
 import os
@@ -34,92 +35,24 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+# The model lives in its own module; its names stay importable from here.
+from servers.faultmodel import HOSTILE, PROFILES, Faults, Outcome, is_doomed, outcome, scenario
+
+__all__ = [
+    "HOSTILE", "PROFILES", "Faults", "OriginProcess", "OriginServer", "Outcome", "Site", "bind",
+    "is_doomed", "last_status", "main", "max_per_window", "outcome", "page_scenarios",
+    "read_log", "scenario", "serve", "site_urls", "start_origin",
+]
+
 CHILDREN = 3
 RANDOM_LINKS = 2
 _PAGE = re.compile(r"^/p/(\d+)\.html$")
 ROBOTS = b"User-agent: *\nAllow: /\n"
-
-
-@dataclass(frozen=True)
-class Faults:
-    """Per-attempt fault probabilities; attempts after *max_failures* always succeed at once."""
-
-    reset: float = 0.05
-    too_many: float = 0.10  # 429 with Retry-After: 1 or 2
-    unavailable: float = 0.10  # 503, half of them with Retry-After: 1
-    slow: float = 0.10  # a 200 after slow_min .. slow_max seconds
-    slow_min: float = 1.0
-    slow_max: float = 3.0
-    max_failures: int = 2
-    doomed: float = 0.0  # share of pages (never a host's "/") that fault on every attempt
-
-    @classmethod
-    def parse(cls, spec: str) -> Faults:
-        """``"none"`` or ``"reset=0.1,too_many=0.2,max_failures=3"`` (unnamed fields: defaults)."""
-        if spec.strip() == "none":
-            return cls(reset=0.0, too_many=0.0, unavailable=0.0, slow=0.0)
-        types = {f.name: f.type for f in dataclasses.fields(cls)}
-        values: dict[str, Any] = {}
-        for item in filter(None, (part.strip() for part in spec.split(","))):
-            name, _, value = item.partition("=")
-            if name not in types:
-                raise ValueError(f"unknown fault setting {name!r}; known: {sorted(types)}")
-            values[name] = int(value) if types[name] == "int" else float(value)
-        return cls(**values)
-
-    def spec(self) -> str:
-        return ",".join(f"{k}={v}" for k, v in dataclasses.asdict(self).items())
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the origin does with one request: *status* None means a connection reset."""
-
-    status: int | None
-    retry_after: int | None = None
-    delay: float = 0.0
-
-    @property
-    def fault(self) -> str | None:
-        if self.status is None:
-            return "reset"
-        if self.status in (429, 503):
-            return str(self.status)
-        return "slow" if self.delay else None
-
-
-def is_doomed(faults: Faults, seed: int, host: str, path: str) -> bool:
-    """Whether the page at *path* on *host* faults on every attempt (a host's ``/`` never)."""
-    return path != "/" and random.Random(f"{seed}:{host}:{path}:doomed").random() < faults.doomed
-
-
-def outcome(faults: Faults, seed: int, host: str, path: str, attempt: int) -> Outcome:
-    """The deterministic outcome of *attempt* (1-based) at a page; the same inputs, the same."""
-    doomed = is_doomed(faults, seed, host, path)
-    if attempt > faults.max_failures and not doomed:
-        return Outcome(200)
-    rng = random.Random(f"{seed}:{host}:{path}:{attempt}")
-    roll, extra, slow = rng.random(), rng.random(), rng.random()
-    if doomed:  # one of the faults, in their proportions (a 503 when all are 0)
-        roll *= faults.reset + faults.too_many + faults.unavailable
-    delay = rng.uniform(faults.slow_min, faults.slow_max)
-    for threshold, result in (
-        (faults.reset, Outcome(None)),
-        (faults.too_many, Outcome(429, 1 if extra < 0.5 else 2)),
-        (faults.unavailable, Outcome(503, 1 if extra < 0.5 else None)),
-    ):
-        if roll < threshold:
-            return result
-        roll -= threshold
-    if doomed:
-        return Outcome(503)
-    return Outcome(200, delay=delay if slow < faults.slow else 0.0)
 
 
 class Site:
@@ -302,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="default: a free port")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--faults", default=Faults().spec(),
-                        help='"none" or name=value,... of the Faults fields')
+                        help='"none", "hostile" or name=value,... of the Faults fields')
     args = parser.parse_args(argv)
     hosts = [host.strip() for host in args.hosts.split(",") if host.strip()]
     faults = Faults.parse(args.faults)
@@ -382,6 +315,14 @@ def site_urls(base_urls: Sequence[str], pages: int) -> list[str]:
     """The URL of every page (index first) of a site served on *base_urls* (one per host)."""
     bases = [base.rstrip("/") for base in base_urls]
     return [bases[n % len(bases)] + ("/" if n < len(bases) else f"/p/{n}.html")
+            for n in range(pages)]
+
+
+def page_scenarios(faults: Faults, seed: int, hosts: Sequence[str],
+                   pages: int) -> list[str | None]:
+    """The hostile :func:`scenario` of every page (index first) of a site on *hosts*."""
+    site = Site(hosts, 0, pages, seed)
+    return [scenario(faults, seed, site.hosts[n % len(site.hosts)], site.path(n))
             for n in range(pages)]
 
 

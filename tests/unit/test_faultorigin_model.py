@@ -3,14 +3,23 @@ the busiest-window count over a request log (tests/integration/test_faultorigin.
 
 from __future__ import annotations
 
+import hashlib
+from collections import Counter
+
 import pytest
 from servers.faultorigin import (
+    HOSTILE,
     Faults,
     Outcome,
     is_doomed,
     max_per_window,
     outcome,
+    page_scenarios,
+    scenario,
 )
+
+HOSTILE_FAULTS = Faults.parse("hostile")
+FAILING = ("503x1", "429x2", "reset", "503x3")  # the scenarios whose first attempt fails
 
 
 def test_outcome_is_deterministic_and_transient() -> None:
@@ -64,3 +73,89 @@ def test_max_per_window_on_a_synthetic_log() -> None:
     assert max_per_window(entries, "127.0.0.1", window=10) == 9
     assert max_per_window(entries, "127.0.0.3") == 0
     assert max_per_window(at("127.0.0.1", 0.0, 1.0), "127.0.0.1") == 1  # half-open window
+
+
+def _digest(faults: Faults) -> str:
+    digest = hashlib.sha256()
+    for seed in (1, 3, 7):
+        for host in ("127.0.0.1", "127.0.0.2"):
+            for n in range(300):
+                path = "/" if n == 0 else f"/p/{n}.html"
+                for attempt in range(1, 6):
+                    digest.update(repr(outcome(faults, seed, host, path, attempt)).encode())
+    return digest.hexdigest()
+
+
+def test_the_random_profile_is_unchanged_by_the_hostile_one() -> None:
+    """Digests of the random profile's outcomes and its spec, recorded before ``profile``."""
+    heavy = Faults(reset=0.15, too_many=0.15, unavailable=0.15, slow=0.15, slow_min=0.2,
+                   slow_max=0.4)
+    assert _digest(Faults()).startswith("1521d78933a2a955")
+    assert _digest(Faults(doomed=0.05)).startswith("dd95ab5cfcf96e8e")
+    assert _digest(heavy).startswith("dda8157ac5b0f69f")
+    assert _digest(Faults.parse("none")).startswith("32ae01cb9697d502")
+    assert Faults().spec() == ("reset=0.05,too_many=0.1,unavailable=0.1,slow=0.1,slow_min=1.0,"
+                               "slow_max=3.0,max_failures=2,doomed=0.0")
+
+
+def test_hostile_profile_parses_and_round_trips() -> None:
+    assert HOSTILE_FAULTS == Faults(profile="hostile") and HOSTILE_FAULTS.spec() == "hostile"
+    assert Faults.parse("profile=hostile") == HOSTILE_FAULTS
+    odd = Faults(profile="hostile", max_failures=5)
+    assert Faults.parse(odd.spec()) == odd and "profile=hostile" in odd.spec()
+    assert Faults.parse("random") == Faults()
+    with pytest.raises(ValueError, match="unknown fault profile"):
+        Faults.parse("profile=friendly")
+    with pytest.raises(ValueError, match="no per-page scenarios"):
+        scenario(Faults(), 1, "127.0.0.1", "/")
+    assert not is_doomed(Faults(profile="hostile", doomed=1.0), 1, "127.0.0.1", "/p/3.html")
+
+
+def test_hostile_scenarios_are_deterministic_per_page() -> None:
+    names = {entry.name for entry in HOSTILE}
+    first = page_scenarios(HOSTILE_FAULTS, 1, ("127.0.0.1", "127.0.0.2"), 500)
+    assert first == page_scenarios(HOSTILE_FAULTS, 1, ("127.0.0.1", "127.0.0.2"), 500)
+    assert set(first) == names | {None}
+    assert first != page_scenarios(HOSTILE_FAULTS, 2, ("127.0.0.1", "127.0.0.2"), 500)
+    # the roll is per (seed, host, path): the same path on another host is another page
+    assert first[2:] != page_scenarios(HOSTILE_FAULTS, 1, ("127.0.0.2", "127.0.0.1"), 500)[2:]
+    homes = {scenario(HOSTILE_FAULTS, seed, "127.0.0.1", "/") for seed in range(40)}
+    assert homes == names | {None}, "a host's / has a scenario too"
+
+
+def test_hostile_proportions_match_over_a_large_sample() -> None:
+    pages = 20_000
+    counts = Counter(scenario(HOSTILE_FAULTS, 5, "127.0.0.1", f"/p/{n}.html")
+                     for n in range(pages))
+    for entry in HOSTILE:
+        assert abs(counts[entry.name] / pages - entry.share) < 0.01, (entry.name, counts)
+    expected = {"503x1": 1 / 6, "429x2": 1 / 8, "reset": 1 / 10, "503x3": 1 / 12, "slow": 1 / 15}
+    assert {entry.name: entry.share for entry in HOSTILE} == expected
+    assert abs(counts[None] / pages - (1 - sum(expected.values()))) < 0.01
+    failing = sum(counts[name] for name in FAILING) / pages
+    assert failing >= 0.40, failing
+
+
+def test_hostile_pages_fail_their_attempts_then_succeed() -> None:
+    sequences = {
+        "503x1": [Outcome(503)],
+        "429x2": [Outcome(429, retry_after=1)] * 2,
+        "reset": [Outcome(None)],
+        "503x3": [Outcome(503)] * 3,
+        "slow": [Outcome(200, delay=2.0)],
+        None: [],
+    }
+    seen: Counter[str | None] = Counter()
+    for n in range(600):
+        host, path = ("127.0.0.1", "127.0.0.2")[n % 2], "/" if n < 2 else f"/p/{n}.html"
+        name = scenario(HOSTILE_FAULTS, 9, host, path)
+        results = [outcome(HOSTILE_FAULTS, 9, host, path, a) for a in range(1, 8)]
+        failing = sequences[name]
+        assert results == failing + [Outcome(200)] * (7 - len(failing)), (n, name)
+        assert results[len(failing)] == Outcome(200)  # attempt N + 1 succeeds at once
+        seen[name] += 1
+        if name == "429x2":
+            assert all(r.retry_after == 1 for r in results[:2])
+        if name in FAILING:
+            assert results[0].fault is not None
+    assert set(seen) == set(sequences)
