@@ -395,7 +395,7 @@ def test_dead_proxies_trip_proxies_low_and_the_held_records_trip_lag_growing(
     assert beat["lag"] >= now and beat["info"]["items"] == 0
     assert logs.count("Alert proxies_low active") == 1
     assert logs.count("Alert lag_growing active: frontier lag grew") == 1
-    for proxy in (proxies.dead, proxies.forbidden):
+    for proxy in (proxies.dead, refused):
         assert f"Proxy {urlsplit(proxy).netloc} is dead for" in logs
     client.close()
 
