@@ -233,7 +233,9 @@ class ProxyPoolMiddleware:
         revival = self.pool.next_revival()
         if revival is None:  # nothing to wait for but a live edit of the pool
             return min(self.refresh_interval, self.wait_max)
-        return min(max(revival - self.pool.clock(), 0.05), self.wait_max)
+        # while none is usable, dead proxies are probed every PROXY_BACKOFF_BASE seconds
+        return min(max(revival - self.pool.clock(), 0.05), self.wait_max,
+                   self.pool.policy.backoff_base)
 
     def _alert(self) -> None:
         self.stats.inc_value("proxy/none_usable")
