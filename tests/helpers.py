@@ -51,3 +51,28 @@ def require(found: object, what: str) -> None:
     """Go on when *found* is truthy (a path, a module); else :func:`missing` (*what*)."""
     if not found:
         missing(what)
+
+
+def worker_with(redis_url: str, crawl_id: str, field: str, timeout: float = 120) -> int:
+    """The PID of a worker whose heartbeat's info shows *field* (``leases``, ``delayed``…)
+    above 0, waiting up to *timeout* seconds for one."""
+    import json
+
+    from redis import Redis
+
+    client = Redis.from_url(redis_url)
+    found: list[int] = []
+
+    def showing() -> bool:
+        for value in client.hvals(f"{{{crawl_id}}}:workers"):
+            info = json.loads(value)["info"]
+            if info.get(field, 0) > 0:
+                found.append(int(info["pid"]))
+                return True
+        return False
+
+    try:
+        wait_until(showing, timeout, f"a worker with {field}")
+    finally:
+        client.close()
+    return found[0]

@@ -12,11 +12,23 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import require
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def _bench(tmp_path: Path, module: str, args: list[str], timeout: float) -> tuple[Any, str]:
+    """Run ``python -m <module> <args>`` into ``tmp_path/report``: its results.json, and
+    what it printed."""
+    out = tmp_path / "report"
+    result = subprocess.run(
+        [sys.executable, "-m", module, *args, "--workdir", str(tmp_path / "work"),
+         "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return json.loads((out / "results.json").read_text()), result.stdout
 
 
 @pytest.mark.timeout(600)
@@ -25,13 +37,7 @@ def test_the_benchmark_runs_every_crawler_over_a_small_site(tmp_path: Path) -> N
         pytest.fail("nginx is missing: ./run tests installs nginx-light")
     require(importlib.util.find_spec("scrapy_redis"), "./run tests installs scrapy-redis")
     out = tmp_path / "report"
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.runner", "--pages", "300", "--rounds", "1",
-         "--workdir", str(tmp_path / "work"), "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=580,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    data = json.loads((out / "results.json").read_text())
+    data, _ = _bench(tmp_path, "benchmarks.runner", ["--pages", "300", "--rounds", "1"], 580)
     runs = {run["config"]: run for run in data["runs"]}
     assert set(runs) == {"stock", "worker1", "worker2", "scrapy-redis"}
     assert all(run["pages"] == 300 for run in runs.values())
@@ -46,13 +52,8 @@ def test_the_hostile_benchmark_runs_its_three_crawls(tmp_path: Path) -> None:
     """benchmarks/hostile.py over 20 pages: every crawl ends, is measured and reported; only
     the friendly crawl must store every page (the hostile ones show what the pool does)."""
     out = tmp_path / "report"
-    result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.hostile", "--pages", "20", "--timeout", "240",
-         "--workdir", str(tmp_path / "work"), "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=880,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    data = json.loads((out / "results.json").read_text())
+    data, printed = _bench(tmp_path, "benchmarks.hostile", ["--pages", "20", "--timeout", "240"],
+                           880)
     runs = {run["crawl"]: run for run in data["runs"]}
     assert set(runs) == {"a-hostile-mixed", "b-hostile-healthy", "c-friendly-healthy"}
     for run in runs.values():
@@ -62,4 +63,4 @@ def test_the_hostile_benchmark_runs_its_three_crawls(tmp_path: Path) -> None:
     assert runs["c-friendly-healthy"]["stored"] == 20
     assert data["site"]["pages_503x3"] == [13, 15, 16]  # seed 1's first 20 pages
     assert "| a-hostile-mixed | 1 |" in (out / "report.md").read_text()
-    assert "longest gap s" in result.stdout  # the table is printed too
+    assert "longest gap s" in printed  # the table is printed too

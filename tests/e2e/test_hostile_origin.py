@@ -23,7 +23,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from helpers import wait_until
+from helpers import wait_until, worker_with
 from pymongo import MongoClient
 from redis import Redis
 from servers.faultorigin import Faults, read_log, scenario, site_urls, start_origin
@@ -49,23 +49,6 @@ def _stat(dumps: list[str], key: str) -> int:
     return sum(int(n) for d in dumps for n in re.findall(rf"'{re.escape(key)}': (\d+)", d))
 
 
-def _leaseholder(env: dict[str, str], crawl_id: str, workers: list[Worker]) -> int:
-    """The index of a worker whose heartbeat shows leased requests."""
-    client = Redis.from_url(env["REDIS_URL"])
-    found: list[int] = []
-
-    def leasing() -> bool:
-        for value in client.hvals(f"{{{crawl_id}}}:workers"):
-            info = json.loads(value)["info"]
-            if info.get("leases", 0) > 0:
-                found.append(int(info["pid"]))
-                return True
-        return False
-
-    wait_until(leasing, 120, "a worker holding leases")
-    return next(i for i, w in enumerate(workers) if w.process.pid == found[0])
-
-
 def _gaps(entries: list[dict[str, object]]) -> float:
     times = sorted(float(e["ts"]) for e in entries)  # type: ignore[arg-type]
     return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
@@ -82,7 +65,8 @@ def test_a_hostile_origin_behind_proxies_loses_nothing(stack, crawl_id, tmp_path
         with running(2, cmd, env, tmp_path / "logs") as workers:
             if kill:
                 wait_until(lambda: len(read_log(origin_log)) >= 60, 180, "60 arrivals")
-                victim = _leaseholder(env, crawl_id, workers)
+                pid = worker_with(env["REDIS_URL"], crawl_id, "leases")
+                victim = next(i for i, w in enumerate(workers) if w.process.pid == pid)
                 os.kill(workers[victim].process.pid, signal.SIGKILL)
             codes = wait_all(workers, timeout=600)
             logs = "\n".join(Path(w.log.name).read_text(errors="replace") for w in workers)

@@ -12,7 +12,6 @@ doomed ones, recorded in ``<CRAWL_ID>.failures``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -20,9 +19,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from helpers import wait_until
+from helpers import wait_until, worker_with
 from pymongo import MongoClient
-from redis import Redis
 from servers.faultorigin import (
     Faults,
     Site,
@@ -82,23 +80,6 @@ def _reachable(site: Site) -> set[int]:
     return seen
 
 
-def _wait_for_backoff(env: dict[str, str], crawl_id: str) -> int:
-    """The PID of a worker whose heartbeat shows requests waiting out a back-off."""
-    client = Redis.from_url(env["REDIS_URL"])
-    found: list[int] = []
-
-    def delayed() -> bool:
-        for value in client.hvals(f"{{{crawl_id}}}:workers"):
-            info = json.loads(value)["info"]
-            if info.get("delayed", 0) > 0:
-                found.append(int(info["pid"]))
-                return True
-        return False
-
-    wait_until(delayed, 120, "a worker with delayed requests")
-    return found[0]
-
-
 def _settings(proxies: list[str]) -> dict[str, object]:
     """Defaults except: the rate limiter and the proxies are switched on by setting them;
     KAFKA_PARTITION_BY=url spreads two hosts over both workers (the default, host, could
@@ -123,7 +104,7 @@ def test_faulty_origin_through_proxies_with_a_kill_during_backoff(stack, crawl_i
             # kill -9 a worker while it holds requests backing off in its buffer
             wait_until(lambda: sum(e["status"] in (429, 503) for e in read_log(origin_log)) >= 10,
                        180, "faults answered")
-            pid = _wait_for_backoff(env, crawl_id)
+            pid = worker_with(env["REDIS_URL"], crawl_id, "delayed")
             victim = next(i for i, w in enumerate(workers) if w.process.pid == pid)
             os.kill(pid, signal.SIGKILL)
             workers[victim].process.wait()
