@@ -54,6 +54,7 @@ _AUTH = b"Proxy-Authorization"
 _HTTPPROXY = "scrapy.downloadermiddlewares.httpproxy.HttpProxyMiddleware"
 _ATTEMPT_META = ("proxy", AUTH_PROXY_META, "download_slot", "download_latency", _START_KEY)
 ALERT_EVERY = 30.0  # seconds between two "no usable proxy" warnings
+HOST_STATS = 1000  # hosts with stats of their own; later ones count under "proxy/host/other"
 
 
 class ProxyPoolMiddleware:
@@ -75,6 +76,7 @@ class ProxyPoolMiddleware:
         self._kick_again = False
         self._kicking: asyncio.Task[None] | None = None
         self._alerted = float("-inf")
+        self._stat_hosts: set[str] = set()
         self._sync_retry = RedisRetry("proxy pool sync (using this worker's view meanwhile)")
 
     @classmethod
@@ -195,6 +197,9 @@ class ProxyPoolMiddleware:
         if verdict.cause is not Cause.NONE:
             host, cause = host_of(request.url), verdict.cause.value
             self.store.count_host(cause, host)
+            if host not in self._stat_hosts and len(self._stat_hosts) >= HOST_STATS:
+                host = "other"
+            self._stat_hosts.add(host)
             for key in ("proxy/blame", f"proxy/{proxy_id}/blame", f"proxy/host/{host}/blame"):
                 self.stats.inc_value(f"{key}/{cause}")
         if verdict.outcome in (Outcome.BAN, Outcome.FAILURE):

@@ -297,3 +297,16 @@ def test_user_agents_rotate_unless_the_spider_set_one() -> None:
     with pytest.raises(SettingError, match="USERAGENT_LIST"):
         build_from_crawler(UserAgentRotationMiddleware, get_crawler(
             ProxySpider, {"USERAGENT_ROTATION_ENABLED": True}))
+
+
+def test_per_host_stats_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("crawler.middlewares.proxies.HOST_STATS", 3)
+    middleware = make([GOOD])
+    for n in range(6):
+        request = Request(f"http://host{n}.example/")
+        run(middleware.process_request(request))
+        response = Response(request.url, status=503, request=request)
+        run(middleware.process_response(request, response))
+    hosts = {k.split("/")[2] for k in stats(middleware) if k.startswith("proxy/host/")}
+    assert hosts == {"host0.example", "host1.example", "host2.example", "other"}
+    assert stats(middleware)["proxy/host/other/blame/origin"] == 3
