@@ -89,7 +89,7 @@ class DistributedAddon:
         settings.set("EXTENSIONS", extensions, PRIORITY)
         logger.info(
             "Distributed mode: Kafka %s, Redis %s, MongoDB %s",
-            config.get_str(settings, "KAFKA_BOOTSTRAP_SERVERS"),
+            config.mask_url(config.get_str(settings, "KAFKA_BOOTSTRAP_SERVERS")),
             config.mask_url(config.get_str(settings, "REDIS_URL")),
             config.mask_url(config.get_str(settings, "MONGO_URI")),
         )

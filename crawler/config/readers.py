@@ -17,7 +17,6 @@ import os
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
@@ -192,15 +191,89 @@ def configured_services(settings: BaseSettings) -> list[str]:
     return [name for name in SERVICE_SETTINGS if get_str(settings, name)]
 
 
-def mask_url(url: str) -> str:
-    """*url* with any password replaced by ``***``, safe to log."""
+#: query keys whose value is a secret: any key containing one of these words (any case)
+SECRET_WORDS = ("password", "passwd", "pwd", "secret", "token", "key", "credential")
+MASK = "***"
+UNPARSABLE = "<unparsable address>"
+_SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+._-]*://")  # SASL_SSL:// too
+_HOST_PORT_RE = re.compile(r"^(\[[0-9A-Fa-f:.%\w]*\]|[^\[\]:]*)(:\d*)?$")
+
+
+def mask_url(url: object) -> str:
+    """*url*, any service address or page URL, with every secret replaced by ``***``: safe
+    to log. The one masking function of the crawler; it never raises.
+
+    Handles URLs and connection strings of any scheme (``mongodb://u:pw@h1:27017,h2:27017/``,
+    ``mongodb+srv://``, ``rediss://``, ``unix://``, ``https://``), Kafka-style
+    ``host:port,host:port`` lists, a password in the user info (``user:***@``; a user info
+    without ``:`` may be a token: ``***@``) and in the query string or fragment (every key
+    that contains one of :data:`SECRET_WORDS`, and the values of ``authMechanismProperties``).
+    Hosts, ports, paths and the other options (``replicaSet``, ``authSource``, ``tls``) stay.
+    Anything it cannot read gives :data:`UNPARSABLE`.
+    """
     try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable address>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+        return _mask(url) if isinstance(url, str) else UNPARSABLE
+    except Exception:  # never let a log line fail on an odd address
+        return UNPARSABLE
+
+
+def _mask(url: str) -> str:
+    match = _SCHEME_RE.match(url)
+    scheme = match.group(0) if match else ""
+    rest = url[len(scheme):]
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    authority, tail = rest[:end], rest[end:]
+    if not scheme and "=" in authority:  # bare options: sasl_plain_password=...;...
+        return _mask_query(url)
+    if "@" not in authority and "@" in tail and not _plain_hosts(authority):
+        # a user info with an unescaped '/', '?' or '#' (user:pa/ss@host): up to the last '@'
+        head, _, after = tail.rpartition("@")
+        cut = min((i for i in (after.find(c) for c in "/?#") if i >= 0), default=len(after))
+        authority, tail = f"{authority}{head}@{after[:cut]}", after[cut:]
+    return scheme + _mask_authority(authority) + _mask_tail(tail)
+
+
+def _plain_hosts(authority: str) -> bool:
+    """Whether *authority* reads as ``host[:port][,host[:port]...]`` (numeric ports)."""
+    return all(_HOST_PORT_RE.match(host) for host in authority.split(","))
+
+
+def _mask_authority(authority: str) -> str:
+    if "@" not in authority:
+        return authority
+    userinfo, _, hosts = authority.rpartition("@")
+    user, colon, _ = userinfo.partition(":")
+    return f"{user}:{MASK}@{hosts}" if colon else f"{MASK}@{hosts}"
+
+
+def _mask_tail(tail: str) -> str:
+    """The path, query and fragment of an address, with the secret values masked."""
+    path, qmark, query = tail.partition("?")
+    query, hash_, fragment = query.partition("#")
+    if not qmark:
+        path, hash_, fragment = path.partition("#")
+    return path + qmark + _mask_query(query) + hash_ + _mask_query(fragment)
+
+
+def _mask_query(query: str) -> str:
+    parts = re.split(r"([&;])", query)
+    return "".join(_mask_pair(part) if i % 2 == 0 else part for i, part in enumerate(parts))
+
+
+def _mask_pair(pair: str) -> str:
+    key, equals, value = pair.partition("=")
+    if not equals:
+        return pair
+    if _is_secret(key):
+        return f"{key}={MASK}"
+    if key.lower() == "authmechanismproperties":  # AWS_SESSION_TOKEN:..., comma-separated
+        items = [item.partition(":") for item in value.split(",")]
+        value = ",".join(f"{k}:{MASK}" if sep and _is_secret(k) else k + sep + v
+                         for k, sep, v in items)
+    return f"{key}={value}"
+
+
+def _is_secret(key: str) -> bool:
+    """Whether option *key* holds a secret; ``tlsCertificateKeyFile`` holds a file name."""
+    name = key.lower()
+    return any(word in name for word in SECRET_WORDS) and not name.endswith(("file", "path"))

@@ -103,7 +103,10 @@ def classify(exception: BaseException) -> str | None:
 
 
 def strip_userinfo(url: str) -> str:
-    """*url* without ``user:password@``, safe to log and store."""
+    """Page *url* without ``user:password@``, safe to log and store in a failure record.
+
+    For the URLs of crawled pages only: a service address is logged through
+    :func:`crawler.config.readers.mask_url`, the one masking function."""
     try:
         parts = urlsplit(url)
     except ValueError:
