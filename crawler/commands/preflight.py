@@ -21,14 +21,15 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from pymongo import AsyncMongoClient
 from pymongo.errors import PyMongoError
 from scrapy.settings import BaseSettings
 
 from crawler.addon import distributed
-from crawler.config import readers as config
 from crawler.config.readers import SettingError, SpiderArgumentError
 from crawler.connections import clients as connection
 from crawler.connections.clients import ServiceUnavailable
+from crawler.connections.options import MongoOptions
 from crawler.dedup.backend import load_backend
 from crawler.frontier import crawllife
 from crawler.frontier.config import FrontierConfig
@@ -75,17 +76,17 @@ def preflight(settings: BaseSettings, spider_name: str) -> None:
     cfg = FrontierConfig.from_settings(settings, spider_name)  # what the scheduler reads
     load_backend(settings)  # and its dedup backend (FRONTIER_DEDUP_CLASS, BLOOM_*)
     crawllife.state_ttl(settings)
-    mongo_uri = config.get_str(settings, "MONGO_URI")
+    mongo = MongoOptions.from_settings(settings)
     with connection.quiet_client_logs():
-        _run_in_thread(_reach_services(cfg, mongo_uri))
+        _run_in_thread(_reach_services(cfg, mongo))
 
 
-async def _reach_services(cfg: FrontierConfig, mongo_uri: str) -> None:
+async def _reach_services(cfg: FrontierConfig, mongo: MongoOptions) -> None:
     """Reach Redis, MongoDB and Kafka at once; raise the first failure in settings order."""
     results = await asyncio.gather(
         asyncio.to_thread(connection.check_kafka, cfg.bootstrap,
                           connect_timeout=cfg.connect_timeout),
-        _reach_redis(cfg), _reach_mongo(mongo_uri, cfg.connect_timeout),
+        _reach_redis(cfg), _reach_mongo(mongo),
         return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException):
@@ -104,15 +105,27 @@ async def _reach_redis(cfg: FrontierConfig) -> None:
         await client.aclose()
 
 
-async def _reach_mongo(uri: str, connect_timeout: float) -> None:
+async def _reach_mongo(mongo: MongoOptions) -> None:
+    client = await _mongo_client(mongo)
     try:
-        client = connection.mongo_client(uri, connect_timeout=connect_timeout)
-    except PyMongoError as exc:  # InvalidURI, ConfigurationError
-        raise SettingError("MONGO_URI", f"not a usable MongoDB URI ({exc})") from exc
-    try:
-        await connection.check_mongo(client, uri)
+        await connection.check_mongo(client, mongo.uri)
     finally:
         await client.close()
+
+
+async def _mongo_client(mongo: MongoOptions) -> AsyncMongoClient[dict[str, Any]]:
+    """The client of *mongo*; a URI or an option pymongo refuses is the setting's mistake
+    (building touches no network: a client built to find the culprit is closed at once)."""
+    try:
+        return connection.mongo_client(mongo.uri, params=mongo.params,
+                                       connect_timeout=mongo.connect_timeout)
+    except (PyMongoError, TypeError, ValueError, OSError) as exc:  # InvalidURI, no CA file
+        error = exc
+    try:
+        await connection.mongo_client(mongo.uri, connect_timeout=mongo.connect_timeout).close()
+    except (PyMongoError, TypeError, ValueError, OSError):
+        raise SettingError("MONGO_URI", f"not a usable MongoDB URI ({error})") from error
+    raise SettingError("MONGO_PARAMS", f"not usable MongoClient options ({error})") from error
 
 
 def _run_in_thread(coro: Coroutine[Any, Any, None]) -> None:

@@ -15,6 +15,7 @@ REDIS_PARAMS: dict[str, Any] = {}
 REDIS_MAX_CONNECTIONS = 50  # per Redis client; a call waits for a free one instead of failing
 MONGO_URI = ""
 MONGO_DATABASE = "crawler"
+MONGO_PARAMS: dict[str, Any] = {}  # extra MongoClient options (tlsCAFile, authSource...)
 CRAWL_ID = ""  # empty: the spider's name
 
 # --- start-up ---

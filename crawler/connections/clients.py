@@ -64,29 +64,30 @@ async def check_redis(client: aioredis.Redis, url: str) -> None:
 
 
 def mongo_client(
-    uri: str, *, connect_timeout: float = 5.0, write_concern: str | int = "majority",
-    journal: bool = True, timeout: float | None = None, write_timeout: float | None = None,
+    uri: str, *, params: dict[str, Any] | None = None, connect_timeout: float = 5.0,
+    write_concern: str | int = "majority", journal: bool = True, timeout: float | None = None,
+    write_timeout: float | None = None,
 ) -> AsyncMongoClient[dict[str, Any]]:
-    """An asyncio MongoDB client for *uri* (``MONGO_URI``).
+    """An asyncio MongoDB client for *uri* (``MONGO_URI``) with *params* (``MONGO_PARAMS``).
+
+    *uri* goes to pymongo untouched: several hosts, ``replicaSet``, ``mongodb+srv://`` (its
+    DNS lookup happens on the first operation), ``authSource``, ``tls``... The options of
+    the crawler's own settings win over *params*
+    (:func:`~crawler.connections.options.mongo_params` refuses them there).
 
     *timeout* (seconds, ``MONGO_TIMEOUT``) bounds the wait for any reply of the server
     (``socketTimeoutMS``), *write_timeout* (``MONGO_WRITE_TIMEOUT``) the server's wait for
     the write concern (``wtimeoutMS``); ``None`` leaves them unbounded.
     """
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = dict(params or {})
     if timeout is not None:
         options["socketTimeoutMS"] = int(timeout * 1000)
     if write_timeout is not None:
         options["wtimeoutMS"] = int(write_timeout * 1000)
-    return AsyncMongoClient(
-        uri,
-        serverSelectionTimeoutMS=int(connect_timeout * 1000),
-        connectTimeoutMS=int(connect_timeout * 1000),
-        w=write_concern,
-        journal=journal,
-        connect=False,
-        **options,
-    )
+    options.update(serverSelectionTimeoutMS=int(connect_timeout * 1000),
+                   connectTimeoutMS=int(connect_timeout * 1000), w=write_concern,
+                   journal=journal, connect=False)
+    return AsyncMongoClient(uri, **options)
 
 
 async def check_mongo(client: AsyncMongoClient[dict[str, Any]], uri: str) -> None:

@@ -7,6 +7,7 @@ only, each checked once with the setting's name in the error
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,9 +36,11 @@ class RedisOptions:
 
 @dataclass(frozen=True)
 class MongoOptions:
-    """``MONGO_URI`` and its client options: write concern, journal, timeouts."""
+    """``MONGO_URI`` and its client options: ``MONGO_PARAMS``, write concern, journal,
+    timeouts."""
 
     uri: str
+    params: dict[str, Any] = field(default_factory=dict)
     write_concern: str | int = "majority"
     journal: bool = True
     connect_timeout: float = 5.0
@@ -46,11 +49,43 @@ class MongoOptions:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> MongoOptions:
-        return cls(uri=config.get_str(settings, "MONGO_URI"),
+        return cls(uri=config.get_str(settings, "MONGO_URI"), params=mongo_params(settings),
                    write_concern=write_concern_setting(settings),
                    journal=config.get_bool(settings, "MONGO_JOURNAL"),
                    connect_timeout=connect_timeout(settings),
                    timeout=mongo_timeout(settings), write_timeout=write_timeout_setting(settings))
+
+
+#: MongoClient options that have a setting of their own (lower case: pymongo ignores case)
+MONGO_OWN_OPTIONS = {
+    "host": "MONGO_URI", "port": "MONGO_URI", "w": "MONGO_WRITE_CONCERN",
+    "journal": "MONGO_JOURNAL", "j": "MONGO_JOURNAL", "wtimeoutms": "MONGO_WRITE_TIMEOUT",
+    "sockettimeoutms": "MONGO_TIMEOUT", "connecttimeoutms": "CONNECT_TIMEOUT",
+    "serverselectiontimeoutms": "CONNECT_TIMEOUT", "connect": "CONNECT_TIMEOUT",
+}
+
+
+def mongo_params(settings: BaseSettings) -> dict[str, Any]:
+    """``MONGO_PARAMS``: a dict (or JSON object) of extra MongoClient options.
+
+    A malformed value is not shown in the error: it may hold a password."""
+    value = config.raw(settings, "MONGO_PARAMS")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except ValueError:
+            raise SettingError("MONGO_PARAMS", "expected a JSON object of MongoClient options "
+                               "(the value is not shown: it may hold a password)") from None
+    if isinstance(value, BaseSettings):
+        value = value.copy_to_dict()
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise SettingError("MONGO_PARAMS", "expected a dict of MongoClient options, got a "
+                           f"{type(value).__name__}")
+    for key in value:
+        own = MONGO_OWN_OPTIONS.get(key.lower())
+        if own is not None:
+            raise SettingError("MONGO_PARAMS", f"{key!r} comes from {own}: set it there")
+    return dict(value)
 
 
 def connect_timeout(settings: BaseSettings) -> float:

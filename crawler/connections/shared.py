@@ -79,7 +79,7 @@ class SharedConnections:
             o = self.mongo_options
             if not o.uri:
                 raise SettingError("MONGO_URI", "a component that stores documents needs it")
-            self._mongo = mongo_client(o.uri, connect_timeout=o.connect_timeout,
+            self._mongo = mongo_client(o.uri, params=o.params, connect_timeout=o.connect_timeout,
                                        write_concern=o.write_concern, journal=o.journal,
                                        timeout=o.timeout, write_timeout=o.write_timeout)
             self.mongo_built += 1

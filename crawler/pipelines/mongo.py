@@ -64,6 +64,7 @@ class MongoPipeline:
     def __init__(
         self, *, uri: str, collection: str, fingerprinter: RequestFingerprinterProtocol,
         stats: StatsCollector | None = None, database: str = defaults.MONGO_DATABASE,
+        params: dict[str, Any] | None = None,
         batch_size: int = defaults.MONGO_BATCH_SIZE,
         batch_timeout: float = defaults.MONGO_BATCH_TIMEOUT,
         key_fields: list[str] | None = None,
@@ -81,6 +82,7 @@ class MongoPipeline:
         """*connect* gives the client at :meth:`open_spider`, *release* takes it back at
         :meth:`close_spider`; by default the pipeline builds its own and closes it."""
         self.uri, self.database, self.collection_name = uri, database, collection
+        self.params = dict(params or {})  # MONGO_PARAMS
         self.batch_size, self.batch_timeout = batch_size, batch_timeout
         self.key_fields = list(key_fields or defaults.MONGO_KEY_FIELDS)
         self.write_concern, self.journal = write_concern, journal
@@ -110,7 +112,7 @@ class MongoPipeline:
         if cfg is None:
             raise NotConfigured("MongoPipeline needs MONGO_URI (setting or environment)")
         return cls(
-            uri=cfg.uri, database=cfg.database, collection=cfg.crawl_id,
+            uri=cfg.uri, database=cfg.database, collection=cfg.crawl_id, params=cfg.params,
             fingerprinter=crawler.request_fingerprinter, stats=crawler.stats,
             batch_size=cfg.batch_size, batch_timeout=cfg.batch_timeout,
             key_fields=list(cfg.key_fields), write_concern=cfg.write_concern,
@@ -144,7 +146,7 @@ class MongoPipeline:
     def _new_client(self) -> AsyncMongoClient[dict[str, Any]]:
         if self._connect is not None:
             return self._connect()
-        return mongo_client(self.uri, connect_timeout=self.connect_timeout,
+        return mongo_client(self.uri, params=self.params, connect_timeout=self.connect_timeout,
                             write_concern=self.write_concern, journal=self.journal,
                             timeout=self.timeout, write_timeout=self.write_timeout)
 

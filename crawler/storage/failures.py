@@ -79,7 +79,7 @@ class FailureStore:
     """Upserts :class:`Failure` documents; connects on first use."""
 
     def __init__(
-        self, *, uri: str, database: str, collection: str,
+        self, *, uri: str, database: str, collection: str, params: dict[str, Any] | None = None,
         write_concern: str | int = defaults.MONGO_WRITE_CONCERN,
         journal: bool = defaults.MONGO_JOURNAL,
         retry_backoff: float = defaults.MONGO_RETRY_BACKOFF,
@@ -94,6 +94,7 @@ class FailureStore:
         """*connect* gives the client on first use, *release* takes it back at :meth:`close`;
         by default the store builds its own and closes it."""
         self.uri, self.database, self.collection_name = uri, database, collection
+        self.params = dict(params or {})  # MONGO_PARAMS
         self.write_concern, self.journal = write_concern, journal
         self.retry_backoff, self.retry_backoff_max = retry_backoff, retry_backoff_max
         self.connect_timeout, self.timeout = connect_timeout, timeout
@@ -110,6 +111,7 @@ class FailureStore:
             return None
         return cls(
             uri=cfg.uri, database=cfg.database, collection=cfg.crawl_id + COLLECTION_SUFFIX,
+            params=cfg.params,
             write_concern=cfg.write_concern, journal=cfg.journal,
             retry_backoff=cfg.retry_backoff, retry_backoff_max=cfg.retry_backoff_max,
             connect_timeout=cfg.connect_timeout, timeout=cfg.timeout,
@@ -155,7 +157,7 @@ class FailureStore:
     def _collection(self) -> AsyncCollection[dict[str, Any]]:
         if self._client is None:  # builds a client; it connects on its first operation
             self._client = self._connect() if self._connect is not None else mongo_client(
-                self.uri, connect_timeout=self.connect_timeout,
+                self.uri, params=self.params, connect_timeout=self.connect_timeout,
                 write_concern=self.write_concern, journal=self.journal, timeout=self.timeout,
                 write_timeout=self.write_timeout)
         return self._client[self.database][self.collection_name]

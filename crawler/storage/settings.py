@@ -7,8 +7,8 @@ The client's own options (timeouts, write concern) are read in
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from scrapy.settings import BaseSettings
 
@@ -16,6 +16,7 @@ from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.connections.options import (
     connect_timeout,
+    mongo_params,
     mongo_timeout,
     write_concern_setting,
     write_timeout_setting,
@@ -47,6 +48,7 @@ class StorageConfig:
     timeout: float
     write_timeout: float
     index_timeout: float
+    params: dict[str, Any] = field(default_factory=dict)  # MONGO_PARAMS
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, spider_name: str) -> StorageConfig | None:
@@ -68,7 +70,7 @@ class StorageConfig:
             retry_backoff_max=config.get_float(s, "MONGO_RETRY_BACKOFF_MAX", minimum=backoff),
             connect_timeout=connect_timeout(s), timeout=mongo_timeout(s),
             write_timeout=write_timeout_setting(s),
-            index_timeout=_positive(s, "MONGO_INDEX_TIMEOUT"),
+            index_timeout=_positive(s, "MONGO_INDEX_TIMEOUT"), params=mongo_params(s),
         )
 
     @classmethod
