@@ -61,7 +61,7 @@ def one_line(mistake: Exception) -> str:
     """The line that tells *mistake*: what is wrong, naming the setting or argument."""
     text = " ".join(str(mistake).split())
     if isinstance(mistake, ServiceUnavailable):
-        text = f"{text.rstrip('.')}; start it, or point {mistake.setting} at a running one"
+        text = f"{text.rstrip('.')}; {mistake.hint}"
     return f"Cannot start the crawl: {text}"
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from pymongo import AsyncMongoClient
+from pymongo.errors import OperationFailure
 
 from crawler.config.readers import mask_url
 
@@ -22,11 +23,14 @@ logger = logging.getLogger(__name__)
 class ServiceUnavailable(RuntimeError):
     """A service could not be reached at start-up."""
 
-    def __init__(self, setting: str, address: str, error: BaseException | str) -> None:
+    def __init__(self, setting: str, address: str, error: BaseException | str,
+                 hint: str | None = None) -> None:
         super().__init__(
             f"Cannot reach the service of {setting} at {mask_url(address)}: {error}"
         )
         self.setting = setting
+        #: what to do about it, for the one start-up line (default: start the service)
+        self.hint = hint or f"start it, or point {setting} at a running one"
 
 
 #: connections one Redis client opens at most (``REDIS_MAX_CONNECTIONS``)
@@ -94,9 +98,27 @@ async def check_mongo(client: AsyncMongoClient[dict[str, Any]], uri: str) -> Non
     try:
         await client.admin.command("ping")
     except Exception as exc:
-        # pymongo appends its whole topology description: the first part says it all
-        raise ServiceUnavailable("MONGO_URI", uri, str(exc).split(", Topology Description:")[0]
-                                 ) from exc
+        raise ServiceUnavailable("MONGO_URI", uri, mongo_error(exc), mongo_hint(exc)) from exc
+
+
+def mongo_hint(exc: BaseException) -> str | None:
+    """What to check when the server refused the crawler (a wrong password, a TLS failure)."""
+    if isinstance(exc, OperationFailure) and exc.code == 18:
+        return "check the user, password and authSource of MONGO_URI (or MONGO_PARAMS)"
+    if "SSL" in str(exc) or "TLS" in str(exc):
+        return "check the TLS options (tls, tlsCAFile...) of MONGO_URI or MONGO_PARAMS"
+    return None
+
+
+def mongo_error(exc: BaseException) -> str:
+    """*exc* of pymongo in a few words: the server's message and code (a wrong password:
+    ``Authentication failed. (code 18 AuthenticationFailed)``), or the first part of a server
+    selection error (pymongo appends its whole topology description)."""
+    if isinstance(exc, OperationFailure):
+        details = exc.details or {}
+        name = details.get("codeName")
+        return f"{details.get('errmsg', exc)} (code {exc.code}{' ' + name if name else ''})"
+    return str(exc).split(", Topology Description:")[0]
 
 
 def kafka_common(bootstrap: str, connect_timeout: float) -> dict[str, Any]:
