@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from support.demo_site import PAGES as SITE_DIR_PAGES
 
+from crawler.localstack.secured_mongo import SecuredMongo, start_secured_mongod
 from crawler.localstack.stack import Stack
 
 DEMO_SITE_PAGES = 50
@@ -47,6 +48,17 @@ def own_stack(tmp_path: Path) -> Iterator[Stack]:
         yield stack
     finally:
         stack.stop()
+
+
+# --- secured services ---------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def secured_mongo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredMongo]:
+    """A mongod with auth (keyfile), TLS required and a single-node replica set rs0."""
+    mongo = start_secured_mongod(tmp_path_factory.mktemp("secured-mongo"))
+    try:
+        yield mongo
+    finally:
+        mongo.stop()
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +117,8 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 GROUPS = ("unit", "integration", "e2e")
-SERVICE_FIXTURES = frozenset({"stack", "own_redis", "redis_url", "kafka_bootstrap", "mongo_uri"})
+SERVICE_FIXTURES = frozenset({"stack", "own_redis", "redis_url", "kafka_bootstrap", "mongo_uri",
+                              "secured_mongo"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

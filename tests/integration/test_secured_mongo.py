@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +24,15 @@ from crawler.config.readers import mask_url
 from crawler.connections.clients import ServiceUnavailable
 from crawler.connections.options import MongoOptions
 from crawler.localstack.certs import make_tls_files
-from crawler.localstack.secured_mongo import SecuredMongo, start_secured_mongod
+from crawler.localstack.secured_mongo import SecuredMongo
 from crawler.localstack.services import HOST, free_port
 
 CONNECT_TIMEOUT = 3.0
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredMongo]:
-    mongo = start_secured_mongod(tmp_path_factory.mktemp("secured-mongo"))
-    try:
-        yield mongo
-    finally:
-        mongo.stop()
+@pytest.fixture
+def secured(secured_mongo: SecuredMongo) -> SecuredMongo:
+    return secured_mongo
 
 
 @pytest.fixture

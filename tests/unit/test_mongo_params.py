@@ -109,3 +109,15 @@ def test_preflight_names_the_setting_pymongo_refuses(uri: str, params: dict[str,
     with pytest.raises(SettingError) as caught:
         asyncio.run(preflight._mongo_client(mongo))
     assert caught.value.setting == setting, caught.value
+
+
+def test_the_write_concern_settings_win_over_the_uri() -> None:
+    async def concern() -> dict[str, Any]:
+        client = clients.mongo_client("mongodb://h1:1,h2:2/?replicaSet=rs0&w=1&journal=false",
+                                      write_concern="majority", journal=True)
+        try:
+            return client.write_concern.document
+        finally:
+            await client.close()
+
+    assert asyncio.run(concern()) == {"w": "majority", "j": True}
