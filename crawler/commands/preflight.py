@@ -83,7 +83,7 @@ def preflight(settings: BaseSettings, spider_name: str) -> None:
 async def _reach_services(cfg: FrontierConfig, mongo_uri: str) -> None:
     """Reach Redis, MongoDB and Kafka at once; raise the first failure in settings order."""
     results = await asyncio.gather(
-        asyncio.to_thread(connection.check_kafka, cfg.bootstrap,
+        asyncio.to_thread(connection.check_kafka, cfg.kafka,
                           connect_timeout=cfg.connect_timeout),
         _reach_redis(cfg), _reach_mongo(mongo_uri, cfg.connect_timeout),
         return_exceptions=True)

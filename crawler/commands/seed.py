@@ -12,7 +12,7 @@ from scrapy.exceptions import UsageError
 
 from crawler.config import readers as config
 from crawler.connections import clients as connection
-from crawler.connections.options import connect_timeout
+from crawler.connections.options import KafkaOptions, connect_timeout
 from crawler.frontier import codec
 from crawler.frontier.config import PARTITION_BY, partitioner
 
@@ -64,16 +64,16 @@ def publish(settings: object, crawl: str, lines: Iterable[tuple[str, int, str]])
     from scrapy.settings import BaseSettings
 
     assert isinstance(settings, BaseSettings)
-    bootstrap = config.get_str(settings, "KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
+    kafka = KafkaOptions.from_settings(settings)
+    if not kafka.bootstrap:
         raise UsageError("Setting KAFKA_BOOTSTRAP_SERVERS: required to publish seeds")
     timeout = connect_timeout(settings)
     key_for = partitioner(config.get_choice(settings, "KAFKA_PARTITION_BY", PARTITION_BY))
     partitions = config.get_int(settings, "KAFKA_PARTITIONS", minimum=1)
     replication = config.get_int(settings, "KAFKA_REPLICATION_FACTOR", minimum=1)
-    connection.ensure_topics(bootstrap, {f"{crawl}.seeds": partitions},
+    connection.ensure_topics(kafka, {f"{crawl}.seeds": partitions},
                              replication=replication, connect_timeout=timeout)
-    producer = connection.kafka_producer(bootstrap, connect_timeout=timeout, linger_ms=5,
+    producer = connection.kafka_producer(kafka, connect_timeout=timeout, linger_ms=5,
                                          client_id=f"seed-{crawl}")
     futures, bad = [], 0
     for source, number, text in lines:
