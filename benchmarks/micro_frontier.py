@@ -168,9 +168,13 @@ async def one_round(bootstrap: connection.Kafka, sender: Sender, sizes: Sizes,
     return produced, consumed, both, joined
 
 
+def kafka_options(servers: str) -> KafkaOptions:
+    """*servers* with the Kafka security settings of the environment, as a crawl reads them."""
+    return KafkaOptions.from_settings(Settings({"KAFKA_BOOTSTRAP_SERVERS": servers}))
+
+
 async def run(servers: str, sizes: Sizes) -> list[Measurement]:
-    # the KAFKA_SECURITY_* settings of the environment apply, as in a crawl
-    bootstrap = KafkaOptions.from_settings(Settings({"KAFKA_BOOTSTRAP_SERVERS": servers}))
+    bootstrap = kafka_options(servers)
     spider = MicroSpider()
     sender = await new_sender(bootstrap)
     try:
