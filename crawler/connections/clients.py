@@ -167,7 +167,15 @@ def request_timeout_ms(connect_timeout: float) -> int:
 
 
 def _kafka_unavailable(kafka: Kafka, exc: BaseException) -> ServiceUnavailable:
-    return ServiceUnavailable("KAFKA_BOOTSTRAP_SERVERS", kafka_options(kafka).bootstrap, exc)
+    """kafka-python reports a failed TLS handshake or SASL login as a bootstrap timeout: the
+    message says which security settings to check too."""
+    options = kafka_options(kafka)
+    error: BaseException | str = exc
+    if options.security_protocol != "PLAINTEXT":
+        error = (f"{type(exc).__name__}: {exc} (KAFKA_SECURITY_PROTOCOL="
+                 f"{options.security_protocol}: a refused TLS handshake or SASL login looks "
+                 "the same; check KAFKA_SSL_* and KAFKA_SASL_*)")
+    return ServiceUnavailable("KAFKA_BOOTSTRAP_SERVERS", options.bootstrap, error)
 
 
 def check_kafka(kafka: Kafka, *, connect_timeout: float) -> None:
