@@ -33,11 +33,13 @@ from crawler.localstack.services import HOST, StackError, free_port, tansu_binar
 
 @dataclass(frozen=True)
 class Pki:
-    """PEM files: the CA's certificate, and the server's certificate and key."""
+    """PEM files: the CA's certificate, the server's certificate and key, and a client's."""
 
     ca_file: Path
     cert_file: Path
     key_file: Path
+    client_cert_file: Path
+    client_key_file: Path
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -62,17 +64,22 @@ def _certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Nam
 
 
 def throwaway_ca(directory: Path, name: str = "crawler-test-ca") -> Pki:
-    """A new CA in *directory* and a server certificate it signed for 127.0.0.1/localhost."""
+    """A new CA in *directory*, a server certificate it signed for 127.0.0.1/localhost and
+    a client certificate (for brokers that ask clients for one)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = _certificate(name, ca_key, None, ca_key, ca=True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = _certificate(HOST, key, ca_cert.subject, ca_key, ca=False)
-    pki = Pki(directory / f"{name}.pem", directory / "server.pem", directory / "server.key")
+    pki = Pki(directory / f"{name}.pem", directory / "server.pem", directory / "server.key",
+              directory / "client.pem", directory / "client.key")
     pki.ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    pki.cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    pki.key_file.write_bytes(_key_pem(key))
-    pki.key_file.chmod(0o600)
+    for subject, cert_file, key_file in ((HOST, pki.cert_file, pki.key_file),
+                                         ("crawler-client", pki.client_cert_file,
+                                          pki.client_key_file)):
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = _certificate(subject, key, ca_cert.subject, ca_key, ca=False)
+        cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_file.write_bytes(_key_pem(key))
+        key_file.chmod(0o600)
     return pki
 
 
@@ -118,20 +125,24 @@ def _wait_port(port: int, process: subprocess.Popen[bytes], what: str, log: Path
     raise StackError(f"{what} did not listen on {HOST}:{port} in time")
 
 
-def _stunnel_config(directory: Path, pki: Pki, tls_port: int, plain_port: int) -> Path:
+def _stunnel_config(directory: Path, pki: Pki, tls_port: int, plain_port: int, *,
+                    client_certs: bool) -> Path:
     path = directory / "stunnel.conf"
+    verify = ["verifyChain = yes", f"CAfile = {pki.ca_file}"] if client_certs else []
     path.write_text("\n".join([
         "foreground = yes", "pid =", "debug = 3", "[kafka]",
         f"accept = {HOST}:{tls_port}", f"connect = {HOST}:{plain_port}",
-        f"cert = {pki.cert_file}", f"key = {pki.key_file}", ""]))
+        f"cert = {pki.cert_file}", f"key = {pki.key_file}", *verify, ""]))
     return path
 
 
-def start_tls_kafka(directory: Path, pki: Pki | None = None, *,
+def start_tls_kafka(directory: Path, pki: Pki | None = None, *, client_certs: bool = False,
                     timeout: float = 20.0) -> TlsKafka:
     """Start Tansu (memory storage) on a free port and stunnel in front of it on another.
 
-    *pki* defaults to a :func:`throwaway_ca` in *directory*. Call :meth:`TlsKafka.stop`."""
+    *pki* defaults to a :func:`throwaway_ca` in *directory*; with *client_certs*, stunnel
+    accepts only clients with a certificate of its CA (mutual TLS). Call
+    :meth:`TlsKafka.stop`."""
     directory.mkdir(parents=True, exist_ok=True)
     pki = pki or throwaway_ca(directory)
     plain_port = free_port()
@@ -144,7 +155,8 @@ def start_tls_kafka(directory: Path, pki: Pki | None = None, *,
                        "--advertised-listener-url", f"tcp://{HOST}:{tls_port}",
                        "--storage-engine", "memory://tansu/"], plain_port),
             ("stunnel", [stunnel_binary(),
-                         str(_stunnel_config(directory, pki, tls_port, plain_port))], tls_port),
+                         str(_stunnel_config(directory, pki, tls_port, plain_port,
+                                              client_certs=client_certs))], tls_port),
         ):
             log = directory / f"{what}.log"
             with log.open("wb") as out:
