@@ -15,6 +15,7 @@ import redis.asyncio as aioredis
 from pymongo import AsyncMongoClient
 
 from crawler.config.readers import mask_url
+from crawler.connections.kafka_logs import redact_sasl
 from crawler.connections.options import KafkaOptions
 
 logger = logging.getLogger(__name__)
@@ -143,10 +144,14 @@ def kafka_config(client: type, kafka: Kafka, connect_timeout: float,
                  **specific: Any) -> dict[str, Any]:
     """The keyword arguments of kafka-python's *client* class: the shared options, the
     client's own (*specific*), then ``KAFKA_CLIENT_PARAMS``, last: those of its keys
-    that *client* knows (the admin client refuses a producer's ``acks``)."""
+    that *client* knows (the admin client refuses a producer's ``acks``). With SASL, the
+    secrets are kept out of kafka-python's DEBUG lines (:mod:`.kafka_logs`)."""
+    options = kafka_options(kafka)
+    if options.uses_sasl:  # an OAUTHBEARER token shows only in auth_bytes and raw bytes
+        redact_sasl(options.sasl_password)
     known = getattr(client, "DEFAULT_CONFIG", {})
-    params = {k: v for k, v in kafka_options(kafka).client_params.items() if k in known}
-    return {**kafka_common(kafka, connect_timeout), **specific, **params}
+    params = {k: v for k, v in options.client_params.items() if k in known}
+    return {**kafka_common(options, connect_timeout), **specific, **params}
 
 
 def kafka_admin(kafka: Kafka, connect_timeout: float) -> Any:

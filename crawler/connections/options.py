@@ -113,7 +113,8 @@ class KafkaOptions:
     sasl_mechanism: str = ""
     sasl_username: str = ""
     sasl_password: str = field(default="", repr=False)
-    #: an object with ``token()`` (``KAFKA_SASL_OAUTH_TOKEN_PROVIDER``, instantiated once)
+    #: a kafka-python ``AbstractTokenProvider`` (``KAFKA_SASL_OAUTH_TOKEN_PROVIDER``,
+    #: instantiated once)
     oauth_token_provider: Any = field(default=None, repr=False)
     client_params: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -202,7 +203,9 @@ def _token_provider(settings: BaseSettings) -> Any:
     except Exception as exc:
         raise SettingError("KAFKA_SASL_OAUTH_TOKEN_PROVIDER",
                            f"cannot load {value!r} ({type(exc).__name__})") from None
-    if not callable(getattr(provider, "token", None)):
-        raise SettingError("KAFKA_SASL_OAUTH_TOKEN_PROVIDER",
-                           f"{value!r} has no token() method")
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    if not isinstance(provider, AbstractTokenProvider):  # kafka-python refuses any other
+        raise SettingError("KAFKA_SASL_OAUTH_TOKEN_PROVIDER", f"{value!r} is not a "
+                           "kafka.net.sasl.oauth.AbstractTokenProvider (with a token() method)")
     return provider

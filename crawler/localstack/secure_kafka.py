@@ -7,6 +7,13 @@ Tansu on a second loopback port; Tansu advertises the stunnel address
 (``--advertised-listener-url``), so that clients reconnect through TLS after the metadata
 request. Tansu's own port stays reachable in plaintext on the loopback interface.
 
+Tansu's ``--authentication`` demands a SASL login before any other request, but no login
+can succeed: it offers SCRAM-SHA-512, SCRAM-SHA-256 and OAUTHBEARER (not PLAIN); a SCRAM
+user must be created with ``tansu user create`` (AlterUserScramCredentials), which an
+authenticating broker refuses (NotAuthenticated) and which the only storage of this build
+(memory://, s3://) does not keep across a restart; an OAUTHBEARER token is refused with
+SASL_AUTHENTICATION_FAILED. So it serves to test the refusal only.
+
 :func:`throwaway_ca` makes a CA and a server certificate for 127.0.0.1 and localhost with
 python ``cryptography``. Self-contained: only the binaries and free ports of
 :mod:`crawler.localstack.services`.
@@ -137,11 +144,12 @@ def _stunnel_config(directory: Path, pki: Pki, tls_port: int, plain_port: int, *
 
 
 def start_tls_kafka(directory: Path, pki: Pki | None = None, *, client_certs: bool = False,
-                    timeout: float = 20.0) -> TlsKafka:
+                    authentication: bool = False, timeout: float = 20.0) -> TlsKafka:
     """Start Tansu (memory storage) on a free port and stunnel in front of it on another.
 
     *pki* defaults to a :func:`throwaway_ca` in *directory*; with *client_certs*, stunnel
-    accepts only clients with a certificate of its CA (mutual TLS). Call
+    accepts only clients with a certificate of its CA (mutual TLS); with *authentication*,
+    Tansu demands a SASL login (which no client can pass: see the module's doc). Call
     :meth:`TlsKafka.stop`."""
     directory.mkdir(parents=True, exist_ok=True)
     pki = pki or throwaway_ca(directory)
@@ -153,7 +161,8 @@ def start_tls_kafka(directory: Path, pki: Pki | None = None, *, client_certs: bo
         for what, args, port in (
             ("tansu", [tansu_binary(), "broker", "--listener-url", f"tcp://{HOST}:{plain_port}",
                        "--advertised-listener-url", f"tcp://{HOST}:{tls_port}",
-                       "--storage-engine", "memory://tansu/"], plain_port),
+                       "--storage-engine", "memory://tansu/",
+                       *(["--authentication"] if authentication else [])], plain_port),
             ("stunnel", [stunnel_binary(),
                          str(_stunnel_config(directory, pki, tls_port, plain_port,
                                               client_certs=client_certs))], tls_port),

@@ -4,11 +4,13 @@
 A producer and a consumer built from ``KAFKA_SECURITY_PROTOCOL=SSL`` settings round-trip a
 record; a plaintext client to the TLS port fails; a wrong CA fails the start-up check with
 one line naming ``KAFKA_BOOTSTRAP_SERVERS`` within ``CONNECT_TIMEOUT``; a broker that asks
-for client certificates takes ``KAFKA_SSL_CERTFILE``/``KAFKA_SSL_KEYFILE``. SASL is not
-tested against a broker: Tansu 0.6 cannot complete a SASL login (docs/security-kafka.md)."""
+for client certificates takes ``KAFKA_SSL_CERTFILE``/``KAFKA_SSL_KEYFILE``; a SASL login
+that the broker refuses fails the check in one line, with no secret logged even at DEBUG.
+A successful SASL login is not tested: Tansu 0.6 accepts none (docs/security-kafka.md)."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ from typing import Any
 
 import pytest
 from kafka import TopicPartition
+from kafka.net.sasl.oauth import AbstractTokenProvider
 from scrapy.settings import Settings
 
 from crawler.commands.preflight import one_line
@@ -25,6 +28,8 @@ from crawler.connections.options import KafkaOptions
 from crawler.localstack.secure_kafka import TlsKafka, start_tls_kafka, throwaway_ca
 
 CONNECT_TIMEOUT = 3.0
+PASSWORD = "pw-that-must-not-show"
+TOKEN = "bearer-that-must-not-show"
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +108,36 @@ def test_client_certificates_when_the_broker_asks_for_one(tmp_path: Path) -> Non
                                    connect_timeout=CONNECT_TIMEOUT)
     finally:
         broker.stop()
+
+
+class Token(AbstractTokenProvider):
+    def token(self) -> str:
+        return TOKEN
+
+
+@pytest.mark.parametrize("sasl", [
+    {"KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": "crawler",
+     "KAFKA_SASL_PASSWORD": PASSWORD},
+    {"KAFKA_SASL_MECHANISM": "OAUTHBEARER",
+     "KAFKA_SASL_OAUTH_TOKEN_PROVIDER": f"{__name__}.Token"},
+], ids=["scram", "oauthbearer"])
+def test_a_refused_sasl_login_fails_in_one_line_and_logs_no_secret(
+        sasl: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """SASL_SSL to Tansu with --authentication: it refuses every login (it has no user and
+    no token validator), so this is the refusal path, down to the broker."""
+    broker = start_tls_kafka(tmp_path, authentication=True)
+    try:
+        kafka = ssl_options(broker.bootstrap, broker.pki.ca_file,
+                            KAFKA_SECURITY_PROTOCOL="SASL_SSL", **sasl)
+        caplog.set_level(logging.DEBUG)
+        start = time.monotonic()
+        with pytest.raises(connection.ServiceUnavailable) as caught:
+            connection.check_kafka(kafka, connect_timeout=CONNECT_TIMEOUT)
+        assert time.monotonic() - start < CONNECT_TIMEOUT + 3
+    finally:
+        broker.stop()
+    line = one_line(caught.value)
+    assert "\n" not in line and "KAFKA_SASL_*" in line
+    assert "SaslAuthenticate" in caplog.text  # kafka-python did try to log in
+    for secret in (PASSWORD, TOKEN):
+        assert secret not in caplog.text and secret not in line

@@ -4,11 +4,13 @@ keyword arguments in one place (:func:`crawler.connections.clients.kafka_securit
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.net.sasl.oauth import AbstractTokenProvider
 from scrapy.settings import Settings
 
 from crawler.config.readers import SettingError
@@ -18,13 +20,14 @@ from crawler.connections.options import KafkaOptions
 SECRET = "pa55-w0rd-never-shown"
 
 
-class TokenProvider:
+class TokenProvider(AbstractTokenProvider):
     def token(self) -> str:
         return "a-bearer-token"
 
 
 class NoToken:
-    pass
+    def token(self) -> str:  # duck-typed: kafka-python wants an AbstractTokenProvider
+        return "t"
 
 
 def options(**values: Any) -> KafkaOptions:
@@ -169,3 +172,25 @@ def test_an_unreachable_broker_names_the_setting_and_no_secret(monkeypatch: pyte
         connection.check_kafka(opts, connect_timeout=1)
     assert caught.value.setting == "KAFKA_BOOTSTRAP_SERVERS"
     assert "b1:9093" in str(caught.value) and SECRET not in str(caught.value)
+
+
+def test_kafka_python_s_debug_lines_lose_the_sasl_secrets(caplog: pytest.LogCaptureFixture
+                                                          ) -> None:
+    opts = options(KAFKA_SECURITY_PROTOCOL="SASL_SSL", KAFKA_SASL_MECHANISM="PLAIN",
+                   KAFKA_SASL_USERNAME="u", KAFKA_SASL_PASSWORD=SECRET)
+    connection.kafka_config(KafkaAdminClient, opts, 5)
+    caplog.set_level(logging.DEBUG)
+    conn, parser = logging.getLogger("kafka.net.connection"), logging.getLogger(
+        "kafka.protocol.parser")
+    conn.debug("%s Request 3: %s", "<conn>",
+               f"SaslAuthenticateRequest(version=2, auth_bytes=b'\\x00u\\x00{SECRET}')")
+    parser.debug("Send: %r", bytearray(b"\x00$\x00\x02n,,\x01auth=Bearer tok-123\x01"))
+    parser.debug("Recv: %r", b"\x00\x00\x00-")
+    conn.debug("a stray %s", SECRET)
+    logging.getLogger("kafka.admin.client").debug(
+        "Starting KafkaAdminClient with configuration: %s",
+        {"sasl_plain_username": "u", "sasl_plain_password": "it's \\ odd"})
+    assert SECRET not in caplog.text and "tok-123" not in caplog.text
+    assert "odd" not in caplog.text and "'sasl_plain_password': '***'" in caplog.text
+    assert "auth_bytes=***" in caplog.text and "Send: ***" in caplog.text
+    assert caplog.text.count("***") == 5
