@@ -147,8 +147,9 @@ def kafka_config(client: type, kafka: Kafka, connect_timeout: float,
     that *client* knows (the admin client refuses a producer's ``acks``). With SASL, the
     secrets are kept out of kafka-python's DEBUG lines (:mod:`.kafka_logs`)."""
     options = kafka_options(kafka)
-    if options.uses_sasl:  # an OAUTHBEARER token shows only in auth_bytes and raw bytes
-        redact_sasl(options.sasl_password)
+    # kafka-python logs its configuration and requests at DEBUG (an OAUTHBEARER token shows
+    # only in auth_bytes and raw bytes, which are always masked)
+    redact_sasl(options.sasl_password, str(options.client_params.get("ssl_password") or ""))
     known = getattr(client, "DEFAULT_CONFIG", {})
     params = {k: v for k, v in options.client_params.items() if k in known}
     return {**kafka_common(options, connect_timeout), **specific, **params}

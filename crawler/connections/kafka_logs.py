@@ -1,12 +1,13 @@
-"""Keep SASL secrets out of kafka-python's DEBUG lines.
+"""Keep SASL secrets (and a TLS key's password) out of kafka-python's DEBUG lines.
 
 kafka-python 3.0 logs every request at DEBUG: ``SaslAuthenticateRequest(...,
 auth_bytes=b'\\x00user\\x00password')`` (``kafka.net.connection``) and the raw bytes sent and
 received (``kafka.protocol.parser``), so ``LOG_LEVEL=DEBUG`` would print a PLAIN password or
 an OAUTHBEARER token. :func:`redact_sasl` puts a filter on kafka-python's loggers that
 replaces every ``auth_bytes=…``, every raw ``Send:``/``Recv:`` payload, the
-``sasl_plain_password`` of a logged configuration (``Starting KafkaAdminClient with
-configuration: {...}``) and, as a last net, each configured secret with ``***``.
+``sasl_plain_password`` and ``ssl_password`` of a logged configuration (``Starting
+KafkaAdminClient with configuration: {...}``) and, as a last net, each configured secret
+with ``***``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import re
 #: every other ``kafka.*`` logger that exists when the filter is installed gets it too
 KAFKA_LOGGERS = ("kafka.net.connection", "kafka.protocol.parser", "kafka.admin.client",
                  "kafka.producer.kafka", "kafka.consumer.group", "kafka.net.manager")
-_PASSWORD = re.compile(r"""('sasl_plain_password': )(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+_PASSWORD = re.compile(
+    r"""('(?:sasl_plain_password|ssl_password)': )(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 _AUTH_BYTES = re.compile(r"""auth_bytes=b?(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 _RAW = re.compile(r"\b(Send|Recv): (?:bytearray\()?b?(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\)?")
 MASK = "***"

@@ -194,3 +194,14 @@ def test_kafka_python_s_debug_lines_lose_the_sasl_secrets(caplog: pytest.LogCapt
     assert "odd" not in caplog.text and "'sasl_plain_password': '***'" in caplog.text
     assert "auth_bytes=***" in caplog.text and "Send: ***" in caplog.text
     assert caplog.text.count("***") == 5
+
+
+def test_a_key_password_in_the_client_params_is_not_logged(caplog: pytest.LogCaptureFixture
+                                                           ) -> None:
+    opts = options(KAFKA_CLIENT_PARAMS={"ssl_password": "key-pass-xyz"})
+    config = connection.kafka_config(KafkaAdminClient, opts, 5)
+    assert config["ssl_password"] == "key-pass-xyz"
+    assert "key-pass-xyz" not in repr(opts)
+    caplog.set_level(logging.DEBUG)
+    logging.getLogger("kafka.admin.client").debug("configuration: %s", config)
+    assert "key-pass-xyz" not in caplog.text and "'ssl_password': '***'" in caplog.text
