@@ -178,7 +178,7 @@ def _kafka_unavailable(kafka: Kafka, exc: BaseException) -> ServiceUnavailable:
     options = kafka_options(kafka)
     error: BaseException | str = exc
     if options.security_protocol != "PLAINTEXT":
-        error = (f"{type(exc).__name__}: {exc} (KAFKA_SECURITY_PROTOCOL="
+        error = (f"{exc} (KAFKA_SECURITY_PROTOCOL="
                  f"{options.security_protocol}: a refused TLS handshake or SASL login looks "
                  "the same; check KAFKA_SSL_* and KAFKA_SASL_*)")
     return ServiceUnavailable("KAFKA_BOOTSTRAP_SERVERS", options.bootstrap, error)

@@ -5,6 +5,7 @@ no secret shows in any log line."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 from collections.abc import Iterator
@@ -131,3 +132,19 @@ def test_the_benchmarks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(micro_frontier.Sender, "start", lambda self: None)
     asyncio.run(micro_frontier.new_sender(options))
     assert_secured(["FakeAdmin", "FakeProducer"])
+
+
+def test_scrapy_seed_says_a_refusal_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    class Refused(FakeAdmin):
+        def __init__(self, **config: Any) -> None:
+            raise kafka.errors.KafkaTimeoutError("Unable to bootstrap")
+
+    monkeypatch.setattr(kafka, "KafkaAdminClient", Refused)
+    command = seed.Command()
+    command.settings = settings()
+    command.run(["mem", "https://a.test/"], argparse.Namespace(crawl_id=None, file=None))
+    err = capsys.readouterr().err
+    assert command.exitcode == 1 and err.count("\n") == 1
+    assert err.startswith("scrapy seed: Cannot reach the service of KAFKA_BOOTSTRAP_SERVERS")
+    assert "KAFKA_SASL_*" in err and SECRET not in err
