@@ -144,8 +144,8 @@ def kafka_config(client: type, kafka: Kafka, connect_timeout: float,
                  **specific: Any) -> dict[str, Any]:
     """The keyword arguments of kafka-python's *client* class: the shared options, the
     client's own (*specific*), then ``KAFKA_CLIENT_PARAMS``, last: those of its keys
-    that *client* knows (the admin client refuses a producer's ``acks``). With SASL, the
-    secrets are kept out of kafka-python's DEBUG lines (:mod:`.kafka_logs`)."""
+    that *client* knows (the admin client refuses a producer's ``acks``). The secrets are
+    kept out of kafka-python's DEBUG lines (:mod:`.kafka_logs`)."""
     options = kafka_options(kafka)
     # kafka-python logs its configuration and requests at DEBUG (an OAUTHBEARER token shows
     # only in auth_bytes and raw bytes, which are always masked)
