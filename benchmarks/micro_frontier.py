@@ -18,10 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scrapy import Request, Spider
+from scrapy.settings import Settings
 
 from benchmarks.micro_result import Measurement, Sizes, at_least, median_of
 from crawler.config import defaults
 from crawler.connections import clients as connection
+from crawler.connections.options import KafkaOptions
 from crawler.frontier.codec import decode_request, encode_request
 from crawler.frontier.config import partitioner
 from crawler.frontier.consumer import ConsumerLoop, Record
@@ -62,7 +64,7 @@ class Consumed:
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
-async def new_topic(bootstrap: str) -> str:
+async def new_topic(bootstrap: connection.Kafka) -> str:
     topic = f"micro-{secrets.token_hex(4)}.requests"
     await asyncio.to_thread(connection.ensure_topics, bootstrap,
                             {topic: defaults.KAFKA_PARTITIONS}, replication=1,
@@ -70,7 +72,7 @@ async def new_topic(bootstrap: str) -> str:
     return topic
 
 
-async def new_sender(bootstrap: str) -> Sender:
+async def new_sender(bootstrap: connection.Kafka) -> Sender:
     loop = asyncio.get_running_loop()
     producer = await asyncio.to_thread(
         connection.kafka_producer, bootstrap, connect_timeout=defaults.CONNECT_TIMEOUT,
@@ -119,7 +121,7 @@ def deliver_to(state: Consumed, spider: MicroSpider) -> Callable[[ConsumerLoop,
     return deliver
 
 
-async def start_consumer(bootstrap: str, topic: str, state: Consumed,
+async def start_consumer(bootstrap: connection.Kafka, topic: str, state: Consumed,
                          spider: MicroSpider) -> ConsumerLoop:
     """A ConsumerLoop in a new group on *topic*, once it has its partitions."""
     consumer = await asyncio.to_thread(
@@ -144,7 +146,7 @@ async def stop_consumer(loop: ConsumerLoop) -> None:
     await asyncio.to_thread(loop.stopped.wait, 10)
 
 
-async def one_round(bootstrap: str, sender: Sender, sizes: Sizes,
+async def one_round(bootstrap: connection.Kafka, sender: Sender, sizes: Sizes,
                     spider: MicroSpider) -> tuple[float, float, float, float]:
     """(produce, consume, end-to-end) requests a second and the group join in seconds."""
     n = sizes.frontier_requests
@@ -166,7 +168,13 @@ async def one_round(bootstrap: str, sender: Sender, sizes: Sizes,
     return produced, consumed, both, joined
 
 
-async def run(bootstrap: str, sizes: Sizes) -> list[Measurement]:
+def kafka_options(servers: str) -> KafkaOptions:
+    """*servers* with the Kafka security settings of the environment, as a crawl reads them."""
+    return KafkaOptions.from_settings(Settings({"KAFKA_BOOTSTRAP_SERVERS": servers}))
+
+
+async def run(servers: str, sizes: Sizes) -> list[Measurement]:
+    bootstrap = kafka_options(servers)
     spider = MicroSpider()
     sender = await new_sender(bootstrap)
     try:

@@ -33,7 +33,7 @@ from scrapy.settings import BaseSettings
 from crawler.config import readers as config
 from crawler.config.keys import CrawlKeys
 from crawler.connections import clients as connection
-from crawler.connections.options import connect_timeout
+from crawler.connections.options import KafkaOptions, connect_timeout
 from crawler.connections.tasks import every
 from crawler.dedup.backend import BloomConfig
 from crawler.dedup.dupefilter import RedisBloom
@@ -273,7 +273,7 @@ async def _purge(client: aioredis.Redis, settings: BaseSettings, url: str, crawl
 
 async def _purge_idle(settings: BaseSettings, client: aioredis.Redis, crawl: str, *,
                       yes: bool) -> int:
-    bootstrap = config.get_str(settings, "KAFKA_BOOTSTRAP_SERVERS")
+    kafka = KafkaOptions.from_settings(settings)
     timeout = connect_timeout(settings)
     if yes:
         keys = await crawllife.purge_keys(client, crawl)
@@ -284,10 +284,10 @@ async def _purge_idle(settings: BaseSettings, client: aioredis.Redis, crawl: str
                 keys[crawllife.family(crawl, key)] = keys.get(crawllife.family(crawl, key), 0) + 1
     topics: list[str] = []
     group = "no KAFKA_BOOTSTRAP_SERVERS: topics not looked at"
-    if bootstrap:
+    if kafka.bootstrap:
         try:
             topics, group = await asyncio.to_thread(
-                crawllife.purge_topics, bootstrap, crawl, connect_timeout=timeout, dry_run=not yes)
+                crawllife.purge_topics, kafka, crawl, connect_timeout=timeout, dry_run=not yes)
         except connection.ServiceUnavailable as exc:
             _fail(f"{exc}; the Redis keys {'were' if yes else 'would be'} removed all the same")
             group = "broker unreachable: topics not looked at"

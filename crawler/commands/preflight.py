@@ -84,7 +84,7 @@ def preflight(settings: BaseSettings, spider_name: str) -> None:
 async def _reach_services(cfg: FrontierConfig, mongo: MongoOptions) -> None:
     """Reach Redis, MongoDB and Kafka at once; raise the first failure in settings order."""
     results = await asyncio.gather(
-        asyncio.to_thread(connection.check_kafka, cfg.bootstrap,
+        asyncio.to_thread(connection.check_kafka, cfg.kafka,
                           connect_timeout=cfg.connect_timeout),
         _reach_redis(cfg), _reach_mongo(mongo),
         return_exceptions=True)

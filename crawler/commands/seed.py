@@ -11,8 +11,9 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from crawler.config import readers as config
+from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
-from crawler.connections.options import connect_timeout
+from crawler.connections.options import KafkaOptions, connect_timeout
 from crawler.frontier import codec
 from crawler.frontier.config import PARTITION_BY, partitioner
 
@@ -39,11 +40,16 @@ class Command(ScrapyCommand):
         assert settings is not None
         if opts.crawl_id:
             settings.set("CRAWL_ID", opts.crawl_id, "cmdline")
-        crawl = config.crawl_id(settings, args[0])
-        lines = list(_numbered(args[1:], opts.file))
-        if not lines:
-            raise UsageError("no seeds given: pass URLs or -f FILE")
-        sent, bad = publish(settings, crawl, lines)
+        try:
+            crawl = config.crawl_id(settings, args[0])
+            lines = list(_numbered(args[1:], opts.file))
+            if not lines:
+                raise UsageError("no seeds given: pass URLs or -f FILE")
+            sent, bad = publish(settings, crawl, lines)
+        except (SettingError, connection.ServiceUnavailable) as exc:  # one line, no traceback
+            print(f"scrapy seed: {exc}", file=sys.stderr)
+            self.exitcode = 1
+            return
         print(f"{sent} seeds published to {crawl}.seeds, {bad} invalid lines skipped")
         self.exitcode = 0 if sent or not bad else 1
 
@@ -64,16 +70,17 @@ def publish(settings: object, crawl: str, lines: Iterable[tuple[str, int, str]])
     from scrapy.settings import BaseSettings
 
     assert isinstance(settings, BaseSettings)
-    bootstrap = config.get_str(settings, "KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
+    kafka = KafkaOptions.from_settings(settings)
+    if not kafka.bootstrap:
         raise UsageError("Setting KAFKA_BOOTSTRAP_SERVERS: required to publish seeds")
     timeout = connect_timeout(settings)
     key_for = partitioner(config.get_choice(settings, "KAFKA_PARTITION_BY", PARTITION_BY))
     partitions = config.get_int(settings, "KAFKA_PARTITIONS", minimum=1)
     replication = config.get_int(settings, "KAFKA_REPLICATION_FACTOR", minimum=1)
-    connection.ensure_topics(bootstrap, {f"{crawl}.seeds": partitions},
-                             replication=replication, connect_timeout=timeout)
-    producer = connection.kafka_producer(bootstrap, connect_timeout=timeout, linger_ms=5,
+    with connection.quiet_client_logs():  # a refusal is said in one line, not per retry
+        connection.ensure_topics(kafka, {f"{crawl}.seeds": partitions},
+                                 replication=replication, connect_timeout=timeout)
+    producer = connection.kafka_producer(kafka, connect_timeout=timeout, linger_ms=5,
                                          client_id=f"seed-{crawl}")
     futures, bad = [], 0
     for source, number, text in lines:

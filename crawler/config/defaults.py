@@ -10,6 +10,16 @@ from typing import Any
 
 # --- connections (also read from the environment variable of the same name) ---
 KAFKA_BOOTSTRAP_SERVERS = ""
+KAFKA_SECURITY_PROTOCOL = "PLAINTEXT"  # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+KAFKA_SSL_CAFILE = ""  # empty: the system's CAs
+KAFKA_SSL_CERTFILE = ""  # client certificate (PEM), for brokers that ask for one
+KAFKA_SSL_KEYFILE = ""
+KAFKA_SSL_CHECK_HOSTNAME = True
+KAFKA_SASL_MECHANISM = ""  # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512 | OAUTHBEARER
+KAFKA_SASL_USERNAME = ""
+KAFKA_SASL_PASSWORD = ""
+KAFKA_SASL_OAUTH_TOKEN_PROVIDER = ""  # class path; its instance's token() gives the token
+KAFKA_CLIENT_PARAMS: dict[str, Any] = {}  # passed to every Kafka client, last
 REDIS_URL = ""
 REDIS_PARAMS: dict[str, Any] = {}
 REDIS_MAX_CONNECTIONS = 50  # per Redis client; a call waits for a free one instead of failing

@@ -16,6 +16,8 @@ from pymongo import AsyncMongoClient
 from pymongo.errors import OperationFailure
 
 from crawler.config.readers import mask_url
+from crawler.connections.kafka_logs import redact_sasl
+from crawler.connections.options import KafkaOptions
 
 logger = logging.getLogger(__name__)
 
@@ -121,14 +123,71 @@ def mongo_error(exc: BaseException) -> str:
     return str(exc).split(", Topology Description:")[0]
 
 
-def kafka_common(bootstrap: str, connect_timeout: float) -> dict[str, Any]:
-    """Options every kafka-python client of the crawler shares."""
+#: what a Kafka builder takes: the options (security included), or a bare bootstrap string
+#: (PLAINTEXT, as the tests' local brokers)
+Kafka = KafkaOptions | str
+
+
+def kafka_options(kafka: Kafka) -> KafkaOptions:
+    return kafka if isinstance(kafka, KafkaOptions) else KafkaOptions(bootstrap=kafka)
+
+
+def kafka_common(kafka: Kafka, connect_timeout: float) -> dict[str, Any]:
+    """Options every kafka-python client of the crawler shares, security included."""
+    options = kafka_options(kafka)
     return {
-        "bootstrap_servers": [s.strip() for s in bootstrap.split(",") if s.strip()],
+        "bootstrap_servers": [s.strip() for s in options.bootstrap.split(",") if s.strip()],
         "request_timeout_ms": request_timeout_ms(connect_timeout),
         "bootstrap_timeout_ms": int(connect_timeout * 1000),
         "reconnect_backoff_max_ms": 2000,
+        **kafka_security(options),
     }
+
+
+def kafka_security(options: KafkaOptions) -> dict[str, Any]:
+    """The ONE translation of ``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SSL_*`` and
+    ``KAFKA_SASL_*`` to kafka-python 3.x keyword arguments."""
+    config: dict[str, Any] = {"security_protocol": options.security_protocol}
+    if options.uses_ssl:
+        config["ssl_check_hostname"] = options.ssl_check_hostname
+        for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            if getattr(options, key):
+                config[key] = getattr(options, key)
+    if options.uses_sasl:
+        config["sasl_mechanism"] = options.sasl_mechanism
+        if options.sasl_mechanism == "OAUTHBEARER":
+            config["sasl_oauth_token_provider"] = options.oauth_token_provider
+        else:
+            config["sasl_plain_username"] = options.sasl_username
+            config["sasl_plain_password"] = options.sasl_password
+    return config
+
+
+def kafka_config(client: type, kafka: Kafka, connect_timeout: float,
+                 **specific: Any) -> dict[str, Any]:
+    """The keyword arguments of kafka-python's *client* class: the shared options, the
+    client's own (*specific*), then ``KAFKA_CLIENT_PARAMS``, last: those of its keys
+    that *client* knows (the admin client refuses a producer's ``acks``). The secrets are
+    kept out of kafka-python's DEBUG lines (:mod:`.kafka_logs`)."""
+    options = kafka_options(kafka)
+    # kafka-python logs its configuration and requests at DEBUG (an OAUTHBEARER token shows
+    # only in auth_bytes and raw bytes, which are always masked)
+    redact_sasl(options.sasl_password, str(options.client_params.get("ssl_password") or ""))
+    known = getattr(client, "DEFAULT_CONFIG", {})
+    params = {k: v for k, v in options.client_params.items() if k in known}
+    return {**kafka_common(options, connect_timeout), **specific, **params}
+
+
+def kafka_admin(kafka: Kafka, connect_timeout: float) -> Any:
+    """A ``KafkaAdminClient``; raises :class:`ServiceUnavailable` when no broker answers.
+
+    Blocking: call it from a thread."""
+    from kafka import KafkaAdminClient
+
+    try:
+        return KafkaAdminClient(**kafka_config(KafkaAdminClient, kafka, connect_timeout))
+    except Exception as exc:
+        raise _kafka_unavailable(kafka, exc) from exc
 
 
 def request_timeout_ms(connect_timeout: float) -> int:
@@ -136,22 +195,24 @@ def request_timeout_ms(connect_timeout: float) -> int:
     return max(int(connect_timeout * 1000), 10000)
 
 
-def _kafka_unavailable(bootstrap: str, exc: BaseException) -> ServiceUnavailable:
-    return ServiceUnavailable("KAFKA_BOOTSTRAP_SERVERS", bootstrap, exc)
+def _kafka_unavailable(kafka: Kafka, exc: BaseException) -> ServiceUnavailable:
+    """kafka-python reports a failed TLS handshake or SASL login as a bootstrap timeout: the
+    message says which security settings to check too."""
+    options = kafka_options(kafka)
+    error: BaseException | str = exc
+    if options.security_protocol != "PLAINTEXT":
+        error = (f"{exc} (KAFKA_SECURITY_PROTOCOL="
+                 f"{options.security_protocol}: a refused TLS handshake or SASL login looks "
+                 "the same; check KAFKA_SSL_* and KAFKA_SASL_*)")
+    return ServiceUnavailable("KAFKA_BOOTSTRAP_SERVERS", options.bootstrap, error)
 
 
-def check_kafka(bootstrap: str, *, connect_timeout: float) -> None:
-    """Raise :class:`ServiceUnavailable` unless a broker of *bootstrap* answers.
+def check_kafka(kafka: Kafka, *, connect_timeout: float) -> None:
+    """Raise :class:`ServiceUnavailable` unless a broker of *kafka* answers.
 
     Blocking: call it from a thread.
     """
-    from kafka import KafkaAdminClient
-
-    try:
-        admin = KafkaAdminClient(**kafka_common(bootstrap, connect_timeout))
-    except Exception as exc:
-        raise _kafka_unavailable(bootstrap, exc) from exc
-    admin.close()
+    kafka_admin(kafka, connect_timeout).close()
 
 
 #: the loggers of the client libraries, which log every failed connection attempt
@@ -178,21 +239,17 @@ def quiet_client_logs() -> Iterator[None]:
 
 
 def ensure_topics(
-    bootstrap: str, topics: dict[str, int], *, replication: int, connect_timeout: float
+    kafka: Kafka, topics: dict[str, int], *, replication: int, connect_timeout: float
 ) -> dict[str, int]:
     """Create the missing *topics* (name -> partitions); returns their partition counts.
 
     Blocking: call it from a thread. Raises :class:`ServiceUnavailable` when the
     broker cannot be reached.
     """
-    from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-    try:
-        admin = KafkaAdminClient(**kafka_common(bootstrap, connect_timeout))
-    except Exception as exc:
-        raise _kafka_unavailable(bootstrap, exc) from exc
+    admin = kafka_admin(kafka, connect_timeout)
     try:
         missing = [t for t in topics if t not in set(admin.list_topics())]
         if missing:
@@ -206,7 +263,7 @@ def ensure_topics(
         described = admin.describe_topics(list(topics))
         return {d["name"]: len(d["partitions"]) for d in described}
     except KafkaError as exc:
-        raise _kafka_unavailable(bootstrap, exc) from exc
+        raise _kafka_unavailable(kafka, exc) from exc
     finally:
         admin.close()
 
@@ -224,7 +281,7 @@ PRODUCER_BATCH_SIZE = 128 * 1024
 DELIVERY_TIMEOUT = 120.0
 
 
-def kafka_producer(bootstrap: str, *, connect_timeout: float, linger_ms: int,
+def kafka_producer(kafka: Kafka, *, connect_timeout: float, linger_ms: int,
                    client_id: str, delivery_timeout: float = DELIVERY_TIMEOUT) -> Any:
     """A producer with ``acks=all``. Blocking constructor: call it from a thread.
 
@@ -239,28 +296,26 @@ def kafka_producer(bootstrap: str, *, connect_timeout: float, linger_ms: int,
     from kafka import KafkaProducer
 
     try:
-        return KafkaProducer(
-            **kafka_common(bootstrap, connect_timeout), acks="all", linger_ms=linger_ms,
+        return KafkaProducer(**kafka_config(
+            KafkaProducer, kafka, connect_timeout, acks="all", linger_ms=linger_ms,
             retries=5, client_id=client_id, max_block_ms=int(connect_timeout * 1000) * 4,
             batch_size=PRODUCER_BATCH_SIZE, enable_idempotence=False,
-            delivery_timeout_ms=int(delivery_timeout * 1000),
-        )
+            delivery_timeout_ms=int(delivery_timeout * 1000)))
     except Exception as exc:
-        raise _kafka_unavailable(bootstrap, exc) from exc
+        raise _kafka_unavailable(kafka, exc) from exc
 
 
-def kafka_consumer(bootstrap: str, *, group_id: str, connect_timeout: float,
+def kafka_consumer(kafka: Kafka, *, group_id: str, connect_timeout: float,
                    client_id: str, session_timeout_ms: int, heartbeat_interval_ms: int,
                    max_poll_interval_ms: int) -> Any:
     """A group consumer that never auto-commits. Blocking: call it from a thread."""
     from kafka import KafkaConsumer
 
     try:
-        return KafkaConsumer(
-            **kafka_common(bootstrap, connect_timeout), group_id=group_id,
+        return KafkaConsumer(**kafka_config(
+            KafkaConsumer, kafka, connect_timeout, group_id=group_id,
             client_id=client_id, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-            max_poll_interval_ms=max_poll_interval_ms,
-        )
+            max_poll_interval_ms=max_poll_interval_ms))
     except Exception as exc:
-        raise _kafka_unavailable(bootstrap, exc) from exc
+        raise _kafka_unavailable(kafka, exc) from exc

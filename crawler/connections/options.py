@@ -1,4 +1,4 @@
-"""The client settings, read once into frozen objects: one for Redis, one for MongoDB.
+"""The client settings, read once into frozen objects: one each for Redis, MongoDB and Kafka.
 
 Every component that talks to a service reads these same settings, so they are read here
 only, each checked once with the setting's name in the error
@@ -8,10 +8,12 @@ only, each checked once with the setting's name in the error
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from scrapy.settings import BaseSettings
+from scrapy.utils.misc import load_object
 
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
@@ -123,3 +125,122 @@ def write_concern_setting(settings: BaseSettings) -> str | int:
         raise SettingError("MONGO_WRITE_CONCERN",
                            "0 (unacknowledged writes) cannot be combined with MONGO_JOURNAL=True")
     return number
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+
+
+@dataclass(frozen=True)
+class KafkaOptions:
+    """``KAFKA_BOOTSTRAP_SERVERS`` and the security settings every Kafka client gets.
+
+    :func:`crawler.connections.clients.kafka_security` translates them to kafka-python's
+    keyword arguments. Secrets (the password, the token provider, ``KAFKA_CLIENT_PARAMS``)
+    are left out of ``repr()``."""
+
+    bootstrap: str
+    security_protocol: str = "PLAINTEXT"
+    ssl_cafile: str = ""
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    ssl_check_hostname: bool = True
+    sasl_mechanism: str = ""
+    sasl_username: str = ""
+    sasl_password: str = field(default="", repr=False)
+    #: a kafka-python ``AbstractTokenProvider`` (``KAFKA_SASL_OAUTH_TOKEN_PROVIDER``,
+    #: instantiated once)
+    oauth_token_provider: Any = field(default=None, repr=False)
+    client_params: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> KafkaOptions:
+        s = settings
+        protocol = config.get_str(s, "KAFKA_SECURITY_PROTOCOL").upper() or "PLAINTEXT"
+        if protocol not in SECURITY_PROTOCOLS:
+            raise SettingError("KAFKA_SECURITY_PROTOCOL", f"expected one of "
+                               f"{', '.join(SECURITY_PROTOCOLS)}, got {protocol!r}")
+        options = cls(
+            bootstrap=config.get_str(s, "KAFKA_BOOTSTRAP_SERVERS"),
+            security_protocol=protocol,
+            ssl_cafile=_ssl_file(s, "KAFKA_SSL_CAFILE", protocol),
+            ssl_certfile=_ssl_file(s, "KAFKA_SSL_CERTFILE", protocol),
+            ssl_keyfile=_ssl_file(s, "KAFKA_SSL_KEYFILE", protocol),
+            ssl_check_hostname=config.get_bool(s, "KAFKA_SSL_CHECK_HOSTNAME"),
+            sasl_mechanism=_sasl_mechanism(s, protocol),
+            sasl_username=config.get_str(s, "KAFKA_SASL_USERNAME"),
+            sasl_password=config.get_str(s, "KAFKA_SASL_PASSWORD"),
+            oauth_token_provider=_token_provider(s),
+            client_params=config.get_dict(s, "KAFKA_CLIENT_PARAMS"))
+        options.check()
+        return options
+
+    def check(self) -> None:
+        if self.ssl_keyfile and not self.ssl_certfile:
+            raise SettingError("KAFKA_SSL_KEYFILE", "needs KAFKA_SSL_CERTFILE (the client "
+                               "certificate the key belongs to)")
+        mechanism = self.sasl_mechanism
+        if mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            for name, value in (("KAFKA_SASL_USERNAME", self.sasl_username),
+                                ("KAFKA_SASL_PASSWORD", self.sasl_password)):
+                if not value:
+                    raise SettingError(name, f"required by KAFKA_SASL_MECHANISM={mechanism}")
+        if mechanism == "OAUTHBEARER" and self.oauth_token_provider is None:
+            raise SettingError("KAFKA_SASL_OAUTH_TOKEN_PROVIDER",
+                               "required by KAFKA_SASL_MECHANISM=OAUTHBEARER")
+        if mechanism != "OAUTHBEARER" and self.oauth_token_provider is not None:
+            raise SettingError("KAFKA_SASL_OAUTH_TOKEN_PROVIDER",
+                               "used only with KAFKA_SASL_MECHANISM=OAUTHBEARER")
+
+
+def _ssl_file(settings: BaseSettings, name: str, protocol: str) -> str:
+    """A PEM file of ``KAFKA_SSL_*``: it must exist, and be set only with SSL or SASL_SSL."""
+    path = config.get_str(settings, name)
+    if not path:
+        return ""
+    if protocol not in ("SSL", "SASL_SSL"):
+        raise SettingError(name, f"set, but KAFKA_SECURITY_PROTOCOL is {protocol}: "
+                           "set it to SSL or SASL_SSL for TLS")
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise SettingError(name, f"{path!r} is not a readable file")
+    return path
+
+
+def _sasl_mechanism(settings: BaseSettings, protocol: str) -> str:
+    mechanism = config.get_str(settings, "KAFKA_SASL_MECHANISM").upper()
+    if protocol.startswith("SASL_"):
+        if mechanism not in SASL_MECHANISMS:
+            raise SettingError("KAFKA_SASL_MECHANISM", f"expected one of "
+                               f"{', '.join(SASL_MECHANISMS)} with KAFKA_SECURITY_PROTOCOL="
+                               f"{protocol}, got {mechanism!r}")
+    elif mechanism:
+        raise SettingError("KAFKA_SASL_MECHANISM", f"set, but KAFKA_SECURITY_PROTOCOL is "
+                           f"{protocol}: set it to SASL_SSL or SASL_PLAINTEXT")
+    return mechanism
+
+
+def _token_provider(settings: BaseSettings) -> Any:
+    """An instance of ``KAFKA_SASL_OAUTH_TOKEN_PROVIDER`` (a class path or a class)."""
+    value = config.raw(settings, "KAFKA_SASL_OAUTH_TOKEN_PROVIDER")
+    if not value:
+        return None
+    try:
+        target = load_object(value) if isinstance(value, str) else value
+        provider = target() if isinstance(target, type) else target
+    except Exception as exc:
+        raise SettingError("KAFKA_SASL_OAUTH_TOKEN_PROVIDER",
+                           f"cannot load {value!r} ({type(exc).__name__})") from None
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    if not isinstance(provider, AbstractTokenProvider):  # kafka-python refuses any other
+        raise SettingError("KAFKA_SASL_OAUTH_TOKEN_PROVIDER", f"{value!r} is not a "
+                           "kafka.net.sasl.oauth.AbstractTokenProvider (with a token() method)")
+    return provider

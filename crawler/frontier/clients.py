@@ -33,16 +33,16 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Deliver,
 
     Blocking: call it from a thread."""
     counts = connection.ensure_topics(
-        cfg.bootstrap, {t: cfg.partitions for t in cfg.topics},
+        cfg.kafka, {t: cfg.partitions for t in cfg.topics},
         replication=cfg.replication, connect_timeout=cfg.connect_timeout)
     topics = (cfg.requests_topic, cfg.seeds_topic)
-    producer = connection.kafka_producer(cfg.bootstrap, connect_timeout=cfg.connect_timeout,
+    producer = connection.kafka_producer(cfg.kafka, connect_timeout=cfg.connect_timeout,
                                          linger_ms=cfg.linger_ms, client_id=worker,
                                          delivery_timeout=cfg.delivery_timeout)
     sender = Sender(producer, call_from_thread=reactor_call(), call_later=call_later,
                     backoff=cfg.send_backoff, backoff_max=cfg.send_backoff_max)
     consumer = connection.kafka_consumer(
-        cfg.bootstrap, group_id=cfg.group_id, connect_timeout=cfg.connect_timeout,
+        cfg.kafka, group_id=cfg.group_id, connect_timeout=cfg.connect_timeout,
         client_id=worker, session_timeout_ms=cfg.session_timeout_ms,
         heartbeat_interval_ms=cfg.heartbeat_interval_ms,
         max_poll_interval_ms=cfg.max_poll_interval_ms)

@@ -18,7 +18,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.connections.clients import request_timeout_ms
-from crawler.connections.options import RedisOptions, connect_timeout
+from crawler.connections.options import KafkaOptions, RedisOptions, connect_timeout
 
 PARTITION_BY = ("host", "domain", "url")
 
@@ -63,7 +63,7 @@ def lease_timeout(settings: BaseSettings) -> float:
 @dataclass(frozen=True, slots=True)
 class FrontierConfig:
     crawl_id: str
-    bootstrap: str
+    kafka: KafkaOptions
     redis: RedisOptions
     connect_timeout: float
     partitions: int
@@ -93,6 +93,10 @@ class FrontierConfig:
         object.__setattr__(self, "partition_key", partitioner(self.partition_by))
 
     @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap
+
+    @property
     def requests_topic(self) -> str:
         return f"{self.crawl_id}.requests"
 
@@ -117,7 +121,7 @@ class FrontierConfig:
         s = settings
         values = cls(
             crawl_id=config.crawl_id(s, spider_name),
-            bootstrap=_required(s, "KAFKA_BOOTSTRAP_SERVERS"),
+            kafka=_kafka(s),
             redis=_redis(s),
             connect_timeout=connect_timeout(s),
             partitions=config.get_int(s, "KAFKA_PARTITIONS", minimum=1),
@@ -164,6 +168,12 @@ class FrontierConfig:
         if self.idle_timeout and self.idle_timeout < 2 * self.heartbeat_interval:
             raise SettingError("CRAWL_IDLE_TIMEOUT",
                                "must be 0 or at least twice CRAWL_HEARTBEAT_INTERVAL")
+
+
+def _kafka(settings: BaseSettings) -> KafkaOptions:
+    """The worker's Kafka options; the frontier cannot run without ``KAFKA_BOOTSTRAP_SERVERS``."""
+    _required(settings, "KAFKA_BOOTSTRAP_SERVERS")
+    return KafkaOptions.from_settings(settings)
 
 
 def _redis(settings: BaseSettings) -> RedisOptions:

@@ -148,20 +148,16 @@ def topics_of(crawl: str) -> list[str]:
     return [f"{crawl}.requests", f"{crawl}.seeds", f"{crawl}.dead"]
 
 
-def purge_topics(bootstrap: str, crawl: str, *, connect_timeout: float,
+def purge_topics(kafka: connection.Kafka, crawl: str, *, connect_timeout: float,
                  dry_run: bool = False) -> tuple[list[str], str]:
     """Delete the Kafka topics of *crawl* and its consumer group's offsets.
 
     Blocking: call it from a thread. Returns the topics deleted (or, with *dry_run*,
     found) and what happened to the group.
     """
-    from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
-    try:
-        admin = KafkaAdminClient(**connection.kafka_common(bootstrap, connect_timeout))
-    except Exception as exc:
-        raise connection.ServiceUnavailable("KAFKA_BOOTSTRAP_SERVERS", bootstrap, exc) from exc
+    admin = connection.kafka_admin(kafka, connect_timeout)
     try:
         found = [t for t in topics_of(crawl) if t in set(admin.list_topics())]
         group = f"{crawl}.workers"

@@ -15,6 +15,7 @@ from scrapy import Request, Spider, signals
 from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
+from crawler.config.readers import KAFKA_SECURITY_SETTINGS
 from crawler.dedup.backend import DedupFactory
 from crawler.frontier import codec
 from crawler.frontier.config import FrontierConfig
@@ -29,7 +30,7 @@ from crawler.frontier.memory import (
 from crawler.frontier.scheduler import KafkaScheduler
 
 SERVICE_ENVIRONMENT = ("KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI", "MONGO_DATABASE",
-                       "CRAWL_ID")
+                       "CRAWL_ID", *KAFKA_SECURITY_SETTINGS)
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,59 @@
+"""Keep SASL secrets (and a TLS key's password) out of kafka-python's DEBUG lines.
+
+kafka-python 3.0 logs every request at DEBUG: ``SaslAuthenticateRequest(...,
+auth_bytes=b'\\x00user\\x00password')`` (``kafka.net.connection``) and the raw bytes sent and
+received (``kafka.protocol.parser``), so ``LOG_LEVEL=DEBUG`` would print a PLAIN password or
+an OAUTHBEARER token. :func:`redact_sasl` puts a filter on kafka-python's loggers that
+replaces every ``auth_bytes=…``, every raw ``Send:``/``Recv:`` payload, the
+``sasl_plain_password`` and ``ssl_password`` of a logged configuration (``Starting
+KafkaAdminClient with configuration: {...}``) and, as a last net, each configured secret
+with ``***``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+#: the loggers of kafka-python 3.0 that print request contents or the client's configuration;
+#: every other ``kafka.*`` logger that exists when the filter is installed gets it too
+KAFKA_LOGGERS = ("kafka.net.connection", "kafka.protocol.parser", "kafka.admin.client",
+                 "kafka.producer.kafka", "kafka.consumer.group", "kafka.net.manager")
+_PASSWORD = re.compile(
+    r"""('(?:sasl_plain_password|ssl_password)': )(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+_AUTH_BYTES = re.compile(r"""auth_bytes=b?(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
+_RAW = re.compile(r"\b(Send|Recv): (?:bytearray\()?b?(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\)?")
+MASK = "***"
+
+
+class SaslRedactor(logging.Filter):
+    """Rewrites a record that may carry a SASL secret; never drops one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        clean = _RAW.sub(lambda m: f"{m.group(1)}: {MASK}", _AUTH_BYTES.sub(
+            f"auth_bytes={MASK}", text))
+        clean = _PASSWORD.sub(lambda m: f"{m.group(1)}'{MASK}'", clean)
+        for secret in self.secrets:
+            clean = clean.replace(secret, MASK)
+        if clean != text:
+            record.msg, record.args = clean, None
+        return True
+
+
+_REDACTOR = SaslRedactor()
+
+
+def redact_sasl(*secrets: str) -> SaslRedactor:
+    """Install the filter (once) on kafka-python's loggers, remembering *secrets*."""
+    _REDACTOR.secrets.update(s for s in secrets if s)
+    existing = [n for n in logging.Logger.manager.loggerDict if n.startswith("kafka.")]
+    for name in {*KAFKA_LOGGERS, *existing}:
+        logger = logging.getLogger(name)
+        if _REDACTOR not in logger.filters:
+            logger.addFilter(_REDACTOR)
+    return _REDACTOR
