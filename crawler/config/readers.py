@@ -24,7 +24,8 @@ from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 from crawler.config import defaults
 
 ENV_SETTINGS = frozenset(
-    {"KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI", "MONGO_DATABASE", "CRAWL_ID"}
+    {"KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "REDIS_PARAMS", "MONGO_URI", "MONGO_DATABASE",
+     "CRAWL_ID"}
 )
 SERVICE_SETTINGS = ("KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI")
 _CRAWL_ID_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,100}$")
