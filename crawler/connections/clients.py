@@ -84,12 +84,7 @@ def redis_client(
     """
     options = redis_options(params, connect_timeout=connect_timeout,
                             max_connections=max_connections)
-    try:
-        pool = aioredis.BlockingConnectionPool.from_url(url, **options)
-    except ValueError as exc:
-        raise SettingError("REDIS_URL", f"not a usable Redis URL ({scrub(str(exc), url)})"
-                           ) from None
-    _check_params(pool.connection_class, pool.connection_kwargs)
+    pool = _pool(aioredis.BlockingConnectionPool, url, options)
     return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
 
 
@@ -106,20 +101,20 @@ def redis_sync_client(
     """A blocking client, with the same options as :func:`redis_client` (scripts, tools)."""
     options = redis_options(params, connect_timeout=connect_timeout,
                             max_connections=max_connections)
+    return redis.Redis.from_pool(_pool(redis.BlockingConnectionPool, url, options))
+
+
+def _pool(pool_class: Any, url: str, options: dict[str, Any]) -> Any:
+    """*pool_class* for *url*; one connection object is built (no I/O), so that an option of
+    ``REDIS_PARAMS`` redis-py does not know, or a bad ``ssl_cert_reqs``, fails here."""
     try:
-        pool = redis.BlockingConnectionPool.from_url(url, **options)
+        pool = pool_class.from_url(url, **options)
     except ValueError as exc:
         raise SettingError("REDIS_URL", f"not a usable Redis URL ({scrub(str(exc), url)})"
                            ) from None
-    _check_params(pool.connection_class, pool.connection_kwargs)
-    return redis.Redis.from_pool(pool)
-
-
-def _check_params(connection_class: Any, kwargs: dict[str, Any]) -> None:
-    """Build one connection object (no I/O): an option of ``REDIS_PARAMS`` that redis-py
-    does not know, or a bad ``ssl_cert_reqs``, fails here rather than at the first command."""
     try:
-        connection_class(**kwargs)
+        pool.connection_class(**pool.connection_kwargs)
+        return pool
     except (TypeError, ValueError, RedisError) as exc:
         raise SettingError("REDIS_PARAMS", f"not usable with this REDIS_URL ({exc})") from None
 
