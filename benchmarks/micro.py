@@ -112,7 +112,7 @@ def machine() -> dict[str, str]:
 
 
 async def measure(env: dict[str, str], sizes: Sizes) -> list[Measurement]:
-    memory, dedup = await micro_bloom.run(env["REDIS_URL"], sizes)
+    memory, dedup = await micro_bloom.run(env, sizes)
     logger.info("Bloom filter done")
     frontier = await micro_frontier.run(env["KAFKA_BOOTSTRAP_SERVERS"], sizes)
     logger.info("frontier done")

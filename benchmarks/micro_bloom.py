@@ -13,13 +13,14 @@ import hashlib
 import logging
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
 
 from benchmarks.micro_result import Measurement, Sizes, at_least, at_most, median_of
-from crawler.connections.clients import redis_client
+from crawler.connections.clients import redis_from
+from crawler.connections.options import RedisOptions
 from crawler.dedup.bloom import PIECE_BITS, piece_sizes, slice_spec
 from crawler.dedup.dupefilter import RedisBloom
 
@@ -187,9 +188,11 @@ def dedup_measurement(capacity: int, batch: int, runs: list[tuple[float, float, 
                      "fingerprints/s", at_least(100_000), note)
 
 
-async def run(redis_url: str, sizes: Sizes) -> tuple[list[Measurement], list[Measurement]]:
-    """(memory and false-positive measurements, dedup throughput measurements)."""
-    client = redis_client(redis_url)
+async def run(env: Mapping[str, str], sizes: Sizes
+              ) -> tuple[list[Measurement], list[Measurement]]:
+    """(memory and false-positive measurements, dedup throughput measurements) on the Redis
+    of *env* (``REDIS_URL``, ``REDIS_PARAMS``)."""
+    client = redis_from(RedisOptions.from_env(env))
     try:
         first = await memory(client, sizes) + await false_positives(client, sizes)
         return first, await dedup(client, sizes)

@@ -43,8 +43,8 @@ SCRAPY_REDIS: dict[str, Any] = {
     "SCHEDULER_PERSIST": True, "SCHEDULER_FLUSH_ON_START": True,
 }
 OURS: dict[str, Any] = {"KAFKA_PARTITION_BY": "url", "CRAWL_IDLE_TIMEOUT": 3}
-_SCRUB = ("SCRAPY_SETTINGS_MODULE", "KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI",
-          "CRAWL_ID", "SCRAPY_PROJECT")
+_SCRUB = ("SCRAPY_SETTINGS_MODULE", "KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "REDIS_PARAMS",
+          "MONGO_URI", "CRAWL_ID", "SCRAPY_PROJECT")
 
 
 @dataclass
@@ -99,6 +99,8 @@ def plan(config: str, ctx: Context, tag: str) -> tuple[int, dict[str, Any], dict
     settings = {**COMMON, **ctx.extra.get(config, {})}
     if config == "scrapy-redis":
         settings.update(SCRAPY_REDIS, REDIS_URL=ctx.services["REDIS_URL"])
+        if ctx.services.get("REDIS_PARAMS"):  # JSON: scrapy-redis reads it with getdict
+            settings["REDIS_PARAMS"] = ctx.services["REDIS_PARAMS"]
         return 1, settings, env
     if config == "stock":
         return 1, settings, env

@@ -91,7 +91,8 @@ def verify(config: str, expected: int, env: dict[str, str], tag: str,
 def after_run(config: str, env: dict[str, str], tag: str,
               probes: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-run facts worth reporting; then drop what the run left in Redis and MongoDB."""
-    import redis
+    from crawler.connections.clients import redis_sync_client
+    from crawler.connections.options import RedisOptions
 
     extra: dict[str, Any] = {"responses": sum(p["pages"] for p in probes), "threads": {}}
     for probe in probes:  # CPU seconds per thread, summed over processes, kafka's merged
@@ -99,7 +100,9 @@ def after_run(config: str, env: dict[str, str], tag: str,
             name = "MainThread" if name == "MainThread" else "Kafka client threads" if (
                 "kafka" in name or "network-thread" in name) else "other"
             extra["threads"][name] = extra["threads"].get(name, 0.0) + cpu
-    client = redis.Redis.from_url(env["REDIS_URL"])
+    options = RedisOptions.from_env(env)  # REDIS_PARAMS too: a stack with TLS works
+    client = redis_sync_client(options.url, options.params,
+                               connect_timeout=options.connect_timeout)
     try:
         if config == "scrapy-redis":
             members = client.scard("bench:dupefilter")

@@ -33,7 +33,7 @@ from scrapy.settings import BaseSettings
 from crawler.config import readers as config
 from crawler.config.keys import CrawlKeys
 from crawler.connections import clients as connection
-from crawler.connections.options import KafkaOptions, connect_timeout
+from crawler.connections.options import KafkaOptions, RedisOptions, connect_timeout
 from crawler.connections.tasks import every
 from crawler.dedup.backend import BloomConfig
 from crawler.dedup.dupefilter import RedisBloom
@@ -170,9 +170,13 @@ async def _connected(action: Action, settings: BaseSettings, url: str, crawl: st
 
 
 async def _connect(settings: BaseSettings, url: str) -> aioredis.Redis | None:
-    timeout = connect_timeout(settings)
-    client = connection.redis_client(url, config.get_dict(settings, "REDIS_PARAMS"),
-                                     connect_timeout=timeout)
+    try:
+        options = RedisOptions.from_settings(settings)  # REDIS_URL and REDIS_PARAMS (TLS, ACL)
+        client = connection.redis_from(options)
+    except config.SettingError as exc:
+        _fail(str(exc))
+        return None
+    timeout = options.connect_timeout
     try:
         await asyncio.wait_for(connection.check_redis(client, url), timeout + 1)
     except (connection.ServiceUnavailable, TimeoutError) as exc:

@@ -94,11 +94,7 @@ async def _reach_services(cfg: FrontierConfig, mongo: MongoOptions) -> None:
 
 
 async def _reach_redis(cfg: FrontierConfig) -> None:
-    try:
-        client = connection.redis_client(cfg.redis.url, cfg.redis.params,
-                                         connect_timeout=cfg.redis.connect_timeout)
-    except (TypeError, ValueError) as exc:
-        raise SettingError("REDIS_URL", f"not a usable Redis URL ({exc})") from exc
+    client = connection.redis_from(cfg.redis)  # SettingError: a bad REDIS_URL or REDIS_PARAMS
     try:
         await connection.check_redis(client, cfg.redis.url)
     finally:

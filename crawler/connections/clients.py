@@ -10,33 +10,70 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
+import redis
 import redis.asyncio as aioredis
 from pymongo import AsyncMongoClient
 from pymongo.errors import OperationFailure
+from redis.exceptions import RedisError
 
-from crawler.config.readers import mask_url
+from crawler.config.readers import SettingError, mask_url
 from crawler.connections.kafka_logs import redact_sasl
-from crawler.connections.options import KafkaOptions
+from crawler.connections.options import KafkaOptions, RedisOptions
 
 logger = logging.getLogger(__name__)
 
 
 class ServiceUnavailable(RuntimeError):
-    """A service could not be reached at start-up."""
+    """A service could not be reached at start-up (one line, the address masked)."""
 
     def __init__(self, setting: str, address: str, error: BaseException | str,
                  hint: str | None = None) -> None:
         super().__init__(
-            f"Cannot reach the service of {setting} at {mask_url(address)}: {error}"
+            f"Cannot reach the service of {setting} at {mask_url(address)}: "
+            f"{scrub(str(error), address)}"
         )
         self.setting = setting
         #: what to do about it, for the one start-up line (default: start the service)
         self.hint = hint or f"start it, or point {setting} at a running one"
 
 
+def scrub(text: str, address: str) -> str:
+    """*text* on one line, without the password of *address* should a library quote it."""
+    try:
+        password = urlsplit(address).password
+    except ValueError:
+        password = None
+    for secret in {password, unquote(password)} if password else ():
+        text = text.replace(secret, "***")
+    return " ".join(text.split())
+
+
 #: connections one Redis client opens at most (``REDIS_MAX_CONNECTIONS``)
 REDIS_MAX_CONNECTIONS = 50
+
+
+def redis_options(
+    params: dict[str, Any] | None = None, *, connect_timeout: float = 5.0,
+    max_connections: int = REDIS_MAX_CONNECTIONS,
+) -> dict[str, Any]:
+    """The pool's keyword arguments: the crawler's timeouts, then ``REDIS_PARAMS`` over them.
+
+    ``REDIS_PARAMS`` holds redis-py's connection options as they are: ``username`` and
+    ``password`` (if not in the URL), ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``,
+    ``ssl_cert_reqs`` ("required", "optional", "none"), ``ssl_check_hostname``... A
+    ``rediss://`` URL turns TLS on.
+    """
+    options: dict[str, Any] = {
+        "socket_connect_timeout": connect_timeout,
+        "socket_timeout": max(connect_timeout, 10.0),
+        "health_check_interval": 30,
+        "max_connections": max_connections,
+    }
+    options.update(params or {})
+    options.setdefault("timeout", options["socket_timeout"])  # waiting for a free connection
+    return options
 
 
 def redis_client(
@@ -50,16 +87,41 @@ def redis_client(
     connections"), which callers would take for a Redis outage. It waits at most the
     socket timeout, so a connection that never comes back still ends in an error.
     """
-    options: dict[str, Any] = {
-        "socket_connect_timeout": connect_timeout,
-        "socket_timeout": max(connect_timeout, 10.0),
-        "health_check_interval": 30,
-        "max_connections": max_connections,
-    }
-    options.update(params or {})
-    options.setdefault("timeout", options["socket_timeout"])  # waiting for a free connection
-    pool = aioredis.BlockingConnectionPool.from_url(url, **options)
+    options = redis_options(params, connect_timeout=connect_timeout,
+                            max_connections=max_connections)
+    pool = _pool(aioredis.BlockingConnectionPool, url, options)
     return aioredis.Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
+
+
+def redis_from(options: RedisOptions) -> aioredis.Redis:
+    """:func:`redis_client` for the settings read into *options*."""
+    return redis_client(options.url, options.params, connect_timeout=options.connect_timeout,
+                        max_connections=options.max_connections)
+
+
+def redis_sync_client(
+    url: str, params: dict[str, Any] | None = None, *, connect_timeout: float = 5.0,
+    max_connections: int = REDIS_MAX_CONNECTIONS,
+) -> redis.Redis:
+    """A blocking client, with the same options as :func:`redis_client` (scripts, tools)."""
+    options = redis_options(params, connect_timeout=connect_timeout,
+                            max_connections=max_connections)
+    return redis.Redis.from_pool(_pool(redis.BlockingConnectionPool, url, options))
+
+
+def _pool(pool_class: Any, url: str, options: dict[str, Any]) -> Any:
+    """*pool_class* for *url*; one connection object is built (no I/O), so that an option of
+    ``REDIS_PARAMS`` redis-py does not know, or a bad ``ssl_cert_reqs``, fails here."""
+    try:
+        pool = pool_class.from_url(url, **options)
+    except ValueError as exc:
+        raise SettingError("REDIS_URL", f"not a usable Redis URL ({scrub(str(exc), url)})"
+                           ) from None
+    try:
+        pool.connection_class(**pool.connection_kwargs)
+        return pool
+    except (TypeError, ValueError, RedisError) as exc:
+        raise SettingError("REDIS_PARAMS", f"not usable with this REDIS_URL ({exc})") from None
 
 
 async def check_redis(client: aioredis.Redis, url: str) -> None:

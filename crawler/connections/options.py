@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,10 +31,17 @@ class RedisOptions:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RedisOptions:
-        return cls(url=config.get_str(settings, "REDIS_URL"),
-                   params=config.get_dict(settings, "REDIS_PARAMS"),
+        url = config.get_str(settings, "REDIS_URL")
+        return cls(url=url, params=redis_params(settings, url),
                    max_connections=config.get_int(settings, "REDIS_MAX_CONNECTIONS", minimum=2),
                    connect_timeout=connect_timeout(settings))
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> RedisOptions:
+        """From a service environment (``REDIS_URL``, ``REDIS_PARAMS`` as JSON), as a local
+        stack or a benchmark hands it to its workers; the rest are the defaults."""
+        given = {name: env[name] for name in ("REDIS_URL", "REDIS_PARAMS") if env.get(name)}
+        return cls.from_settings(BaseSettings(given, priority="cmdline"))
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,24 @@ def mongo_params(settings: BaseSettings) -> dict[str, Any]:
         if own is not None:
             raise SettingError("MONGO_PARAMS", f"{key!r} comes from {own}: set it there")
     return dict(value)
+
+
+#: ``REDIS_PARAMS`` keys that name a file (or, ``ssl_ca_path``, a directory) of the client
+SSL_FILES = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_ca_path")
+
+
+def redis_params(settings: BaseSettings, url: str) -> dict[str, Any]:
+    """``REDIS_PARAMS`` (a dict, or JSON in the setting or the environment), checked against
+    *url*: TLS options need a ``rediss://`` URL, and the files they name must exist."""
+    params = config.get_dict(settings, "REDIS_PARAMS")
+    tls = url.lower().startswith("rediss://")
+    for key, value in params.items():
+        if key.startswith("ssl") and not tls and url:
+            raise SettingError("REDIS_PARAMS", f"{key} is a TLS option: REDIS_URL must start "
+                                               "with rediss:// to use it")
+        if key in SSL_FILES and value is not None and not os.path.exists(str(value)):
+            raise SettingError("REDIS_PARAMS", f"{key}: no such file {value!r}")
+    return params
 
 
 def connect_timeout(settings: BaseSettings) -> float:

@@ -8,7 +8,8 @@ more user. Each user gives it back once when it closes (:func:`release_redis`,
 :func:`release_mongo`); the last one closes it, so the pool outlives every user, whatever
 order Scrapy closes them in. Whatever is still open when the engine stops is closed then.
 
-The Redis pool blocks (:func:`~crawler.connections.clients.redis_client`): a call that finds
+The Redis pool blocks (:func:`~crawler.connections.clients.redis_client`, with
+``REDIS_PARAMS``: TLS and ACL options reach every component): a call that finds
 all ``REDIS_MAX_CONNECTIONS`` connections busy waits for one to come back.
 """
 
@@ -21,7 +22,7 @@ from weakref import WeakKeyDictionary
 from scrapy import signals
 
 from crawler.config.readers import SettingError, mask_url
-from crawler.connections.clients import mongo_client, redis_client
+from crawler.connections.clients import mongo_client, redis_from
 from crawler.connections.options import MongoOptions, RedisOptions
 
 if TYPE_CHECKING:
@@ -65,8 +66,7 @@ class SharedConnections:
             o = self.redis_options
             if not o.url:
                 raise SettingError("REDIS_URL", "a component that shares state needs a Redis URL")
-            self._redis = redis_client(o.url, o.params, connect_timeout=o.connect_timeout,
-                                       max_connections=o.max_connections)
+            self._redis = redis_from(o)
             self.redis_built += 1
             logger.debug("Shared Redis pool for %s (at most %d connections)", mask_url(o.url),
                          o.max_connections)

@@ -6,7 +6,7 @@ record; a plaintext client to the TLS port fails; a wrong CA fails the start-up 
 one line naming ``KAFKA_BOOTSTRAP_SERVERS`` within ``CONNECT_TIMEOUT``; a broker that asks
 for client certificates takes ``KAFKA_SSL_CERTFILE``/``KAFKA_SSL_KEYFILE``; a SASL login
 that the broker refuses fails the check in one line, with no secret logged even at DEBUG.
-A successful SASL login is not tested: Tansu 0.6 accepts none (docs/security-kafka.md)."""
+A successful SASL login is not tested: Tansu 0.6 accepts none (docs/security.md)."""
 
 from __future__ import annotations
 
