@@ -164,9 +164,13 @@ def _check_proxies(dumps: list[str], entries: list[dict[str, object]], dead: str
     shared by both workers (a worker may only learn it from the other: dead proxies are
     probed, never sent requests again); the credentialed proxy forwarded requests (it
     refuses any without them)."""
-    for bad in (parse_proxy(dead).id, parse_proxy(forbidden).id):
+    # the dead port is certain at its first refusal; the 403 proxy is blamed by comparison,
+    # once each worker has its 6 answers and 10 through the others (docs/proxies.md), and
+    # its 403s are re-issued meanwhile without reaching the origin (23 seen for 2 workers
+    # and a restart on this rate-limited origin, 17 on the unlimited hostile one)
+    for bad, bound in ((parse_proxy(dead).id, 15), (parse_proxy(forbidden).id, 40)):
         uses = _proxy_stat(dumps, bad, "requests")
-        assert uses <= 15, f"proxy {bad}: {uses} requests"
+        assert uses <= bound, f"proxy {bad}: {uses} requests"
         assert f"Proxy {bad} is dead" in logs, f"proxy {bad} never declared dead"
     assert "@" in credentialed
     assert _proxy_stat(dumps, parse_proxy(credentialed).id, "requests") >= 1
