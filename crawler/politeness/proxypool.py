@@ -127,12 +127,6 @@ class Health:
                    origin_faults=int(data.get("origin_faults", 0)))
 
 
-def current(health: Health, now: float) -> Health:
-    """*health* as of *now* (a dead proxy stays dead until a probe gets through)."""
-    del now  # kept for callers that judge at a time: the state no longer changes by itself
-    return health
-
-
 def _revived(h: Health) -> Health:
     """On probation with fresh averages; the counts of deaths and faults carry on."""
     return Health(state=State.PROBATION, until=h.until, deaths=h.deaths, samples=h.samples,
@@ -218,7 +212,7 @@ class ProxyPool:
         return added, removed
 
     def get(self, proxy_id: str) -> Health:
-        return current(self.health.get(proxy_id, Health()), self.clock())
+        return self.health.get(proxy_id, Health())
 
     def load(self, records: Mapping[str, Health]) -> None:
         """Replace every health record with *records* (a fresher shared view)."""
