@@ -108,11 +108,6 @@ class HostBook:
         return (own >= BROKEN_OWN and own_good == 0 and others >= MIN_OTHERS
                 and other_good / others >= BROKEN_OTHERS)
 
-    def failing_everywhere(self, host: str, proxy_id: str, now: float) -> bool:
-        """The host fails through the other proxies as well."""
-        _, _, other_good, others = self._rates(host, proxy_id, now)
-        return others >= MIN_OTHERS and other_good / others < WORKS
-
 
 def _proxy(outcome: Outcome, reason: str) -> Verdict:
     return Verdict(Cause.PROXY, outcome, True, reason)
@@ -147,9 +142,10 @@ class Blame:
             return _proxy(Outcome.BAN, f"{reason}, while the host answers through others")
         if self.book.worse(host, proxy_id, now):
             return _proxy(Outcome.FAILURE, f"{reason}, more often than through others")
-        if status in LATER_STATUSES or status >= 500 or \
-                self.book.failing_everywhere(host, proxy_id, now):
+        if status in LATER_STATUSES or status >= 500:
             return _origin(reason)
+        # a 403 (or a captcha...) is a page's answer: however flaky the host is otherwise,
+        # only the same answer through other proxies (the proxy budget) makes it the origin's
         return Verdict(Cause.NONE, None, True, f"{reason}: unexplained yet, another proxy")
 
     def exception(self, request: Any, exception: BaseException, proxy_id: str,

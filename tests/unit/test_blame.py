@@ -209,3 +209,15 @@ def test_spider_methods_come_first_like_in_rotating_proxies() -> None:
     assert judge(b, 403) == blame.SUCCESS
     assert fail(b, tx.ConnectionRefusedError()) == blame.NOT_JUDGED
     assert SpiderPolicy(BanDetectionPolicy(), object()).proxy_answer(*answer(407))
+
+
+def test_a_403_on_a_flaky_host_is_reissued_not_given_to_the_origin() -> None:
+    """Seen in CI: on a host answering 429s through every proxy, a 403 from one proxy was
+    taken for the origin's and the page was dropped. A 403 is a page's answer: it goes to
+    another proxy until the same answer through the proxy budget makes it the origin's."""
+    b = Blame(BanPolicy())  # 429 is a ban-like answer of the default policy
+    for proxy in (GOOD, "10.0.0.2:3128"):
+        for _ in range(10):
+            judge(b, 429, proxy)
+    verdict = judge(b, 403, BAD)
+    assert verdict.reissue and verdict.cause is not Cause.ORIGIN
