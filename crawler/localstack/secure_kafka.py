@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from crawler.localstack.services import HOST, StackError, free_port, tansu_binary
+from crawler.localstack.services import HOST, StackError, free_port, stop_process, tansu_binary
 
 
 @dataclass(frozen=True)
@@ -109,13 +109,7 @@ class TlsKafka:
     def stop(self) -> None:
         """Stop the processes this object started (by their own handles only)."""
         for process in reversed(self.processes):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process, 5)
         self.processes.clear()
 
 

@@ -26,7 +26,7 @@ from pymongo import MongoClient
 from pymongo.errors import PyMongoError
 
 from crawler.localstack.certs import TlsFiles, make_tls_files
-from crawler.localstack.services import HOST, StackError, free_port, mongod_binary
+from crawler.localstack.services import HOST, StackError, free_port, mongod_binary, stop_process
 
 READY_TIMEOUT = 120.0  # seconds: a loaded 2-core machine can take long to elect a primary
 REPLICA_SET = "rs0"
@@ -70,13 +70,8 @@ class SecuredMongo:
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if proc is not None:
+            stop_process(proc, 60)
 
 
 def secured_mongod_args(data: Path, port: int, tls: TlsFiles, key_file: Path) -> list[str]:

@@ -302,17 +302,24 @@ class SecuredRedis:
     def stop(self) -> None:
         """Stop the server this object started (SIGTERM, then SIGKILL)."""
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        if proc is not None:
+            stop_process(proc, 10)
 
     def __enter__(self) -> SecuredRedis:
         return self.start() if self.process is None else self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """End *proc*, a process this code started (by its handle): SIGTERM, then SIGKILL after
+    *timeout* seconds."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
