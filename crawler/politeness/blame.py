@@ -27,7 +27,13 @@ from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
 
-from crawler.politeness.banpolicy import BanPolicy, first_named, named, tunnel_status
+from crawler.politeness.banpolicy import (
+    BanPolicy,
+    SpiderPolicy,
+    first_named,
+    named,
+    tunnel_status,
+)
 from crawler.politeness.proxypool import Outcome
 
 WINDOW = 20  # answers kept per host and proxy
@@ -125,12 +131,14 @@ class Blame:
     """Verdicts on what came back through a proxy, with *policy* as the ban policy."""
 
     def __init__(self, policy: Any, book: HostBook | None = None) -> None:
-        self.policy = policy
+        """*policy*: any ban policy; without a spider's methods it is wrapped in a
+        :class:`SpiderPolicy` of no spider, which supplies the default ``proxy_answer``."""
+        self.policy = policy if isinstance(policy, SpiderPolicy) else SpiderPolicy(policy, None)
         self.book = book or HostBook()
 
     def response(self, request: Any, response: Any, proxy_id: str, now: float) -> Verdict:
         host, status = host_of(request.url), response.status
-        if self._proxy_answer(request, response):
+        if self.policy.proxy_answer(request, response):
             self.book.record(host, proxy_id, False, now)
             return _proxy(Outcome.BAN, f"the proxy's own {status}")
         ban = bool(self.policy.response_is_ban(request, response))
@@ -180,9 +188,3 @@ class Blame:
         if found == 1:
             return _proxy(Outcome.BAN, f"{name}: the proxy cannot be reached")
         return None
-
-    def _proxy_answer(self, request: Any, response: Any) -> bool:
-        method = getattr(self.policy, "proxy_answer", None)
-        if method is None:
-            return BanPolicy.proxy_answer(self.policy, request, response)
-        return bool(method(request, response))
