@@ -1,15 +1,21 @@
-"""Throwaway TLS files for the local stack's secured services: a CA and a server certificate.
+"""Throwaway TLS files for secured services: one CA, a server and a client certificate.
 
-Made with ``cryptography`` (a dependency of Scrapy): an EC P-256 CA and a server certificate
-that it signs for the loopback address (subject alternative names ``127.0.0.1`` and
-``localhost``), valid for a few days. For tests and local runs only: the keys are written
-unencrypted, readable by their owner alone.
+The one generator of the project (the secured local stack, the tests and ``deploy/``): an
+EC P-256 CA, a server certificate it signs for *hosts* (subject alternative names: IP
+addresses and DNS names, ``127.0.0.1`` and ``localhost`` by default) and a client certificate
+for brokers and servers that demand one (mutual TLS). Valid for a few days; the keys are
+written unencrypted, readable by their owner alone. For tests and local runs only::
+
+    python -m crawler.localstack.certs DIR [--host kafka --host redis --host mongo]
 """
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import os
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,16 +26,20 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 VALID_DAYS = 7
+DEFAULT_HOSTS = ("127.0.0.1", "localhost")
+CLIENT_NAME = "crawler"
 
 
 @dataclass(frozen=True)
 class TlsFiles:
-    """The files of one throwaway CA and the server certificate it signed."""
+    """The files of one throwaway CA and the certificates it signed (PEM)."""
 
-    ca_file: Path  # the CA certificate (PEM): what clients trust (tlsCAFile, ssl_ca_certs)
-    cert_file: Path  # the server certificate (PEM)
-    key_file: Path  # its private key (PEM, unencrypted)
+    ca_file: Path  # the CA certificate: what clients trust (tlsCAFile, ssl_ca_certs)
+    cert_file: Path  # the server certificate
+    key_file: Path  # its private key (unencrypted)
     pem_file: Path  # certificate then key in one file (mongod's --tlsCertificateKeyFile)
+    client_cert_file: Path  # a client certificate (KAFKA_SSL_CERTFILE, ssl_certfile)
+    client_key_file: Path  # its key (KAFKA_SSL_KEYFILE, ssl_keyfile)
 
 
 def _name(common_name: str) -> x509.Name:
@@ -55,9 +65,31 @@ def _builder(subject: str, issuer: str, key: ec.EllipticCurvePrivateKey) -> x509
             .not_valid_after(now + timedelta(days=VALID_DAYS)))
 
 
-def make_tls_files(directory: Path, *, host: str = "127.0.0.1",
+def _alt_name(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
+def _leaf(subject: str, ca_name: str, ca_key: ec.EllipticCurvePrivateKey,
+          usage: list[x509.ObjectIdentifier], hosts: Sequence[str] = ()) -> tuple[bytes, bytes]:
+    """A certificate (PEM) signed by the CA, and its key (PEM)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    builder = (_builder(subject, ca_name, key)
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(x509.ExtendedKeyUsage(usage), critical=False))
+    if hosts:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([_alt_name(h) for h in hosts]), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+
+def make_tls_files(directory: Path, *, hosts: Sequence[str] = DEFAULT_HOSTS,
                    ca_name: str = "crawler local CA") -> TlsFiles:
-    """A new CA and a server certificate for *host* in *directory* (created if missing)."""
+    """A new CA in *directory* (created if missing), a server certificate for *hosts* and a
+    client certificate, all signed by it."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (_builder(ca_name, ca_name, ca_key)
@@ -65,20 +97,35 @@ def make_tls_files(directory: Path, *, host: str = "127.0.0.1",
           .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
                                        False), critical=True)
           .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [x509.DNSName("localhost")]
-    names.append(x509.IPAddress(ipaddress.ip_address(host)))
-    cert = (_builder(host, ca_name, key)
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                  ExtendedKeyUsageOID.CLIENT_AUTH]),
-                           critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+    # clientAuth too: a mongod replica-set member presents it when it connects to a member
+    cert, key = _leaf(hosts[0], ca_name, ca_key, [ExtendedKeyUsageOID.SERVER_AUTH,
+                                                  ExtendedKeyUsageOID.CLIENT_AUTH], hosts)
+    client_cert, client_key = _leaf(CLIENT_NAME, ca_name, ca_key,
+                                    [ExtendedKeyUsageOID.CLIENT_AUTH])
     return TlsFiles(
         ca_file=_write(directory / "ca.pem", ca.public_bytes(serialization.Encoding.PEM)),
-        cert_file=_write(directory / "server.crt", cert_pem),
-        key_file=_write(directory / "server.key", _pem_key(key), 0o600),
-        pem_file=_write(directory / "server.pem", cert_pem + _pem_key(key), 0o600),
+        cert_file=_write(directory / "server.crt", cert),
+        key_file=_write(directory / "server.key", key, 0o600),
+        pem_file=_write(directory / "server.pem", cert + key, 0o600),
+        client_cert_file=_write(directory / "client.crt", client_cert),
+        client_key_file=_write(directory / "client.key", client_key, 0o600),
     )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m crawler.localstack.certs",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--host", action="append", dest="hosts",
+                        help="a name or address of the server certificate (repeatable; "
+                             f"default {' and '.join(DEFAULT_HOSTS)})")
+    args = parser.parse_args(argv)
+    files = make_tls_files(args.directory, hosts=args.hosts or DEFAULT_HOSTS)
+    for name, path in vars(files).items():
+        print(f"{name}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

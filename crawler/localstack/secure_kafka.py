@@ -14,15 +14,12 @@ authenticating broker refuses (NotAuthenticated) and which the only storage of t
 (memory://, s3://) does not keep across a restart; an OAUTHBEARER token is refused with
 SASL_AUTHENTICATION_FAILED. So it serves to test the refusal only.
 
-:func:`throwaway_ca` makes a CA and a server certificate for 127.0.0.1 and localhost with
-python ``cryptography``. Self-contained: only the binaries and free ports of
-:mod:`crawler.localstack.services`.
+The certificates come from :func:`crawler.localstack.certs.make_tls_files`; the binaries and
+free ports from :mod:`crawler.localstack.services`.
 """
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import shutil
 import socket
 import subprocess
@@ -30,64 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
+from crawler.localstack.certs import TlsFiles, make_tls_files
 from crawler.localstack.services import HOST, StackError, free_port, stop_process, tansu_binary
-
-
-@dataclass(frozen=True)
-class Pki:
-    """PEM files: the CA's certificate, the server's certificate and key, and a client's."""
-
-    ca_file: Path
-    cert_file: Path
-    key_file: Path
-    client_cert_file: Path
-    client_key_file: Path
-
-
-def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-
-
-def _certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name | None,
-                 issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool) -> x509.Certificate:
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    now = datetime.datetime.now(datetime.UTC)
-    builder = (x509.CertificateBuilder().subject_name(name).issuer_name(issuer or name)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5))
-               .not_valid_after(now + datetime.timedelta(days=2))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if not ca:
-        builder = builder.add_extension(x509.SubjectAlternativeName(
-            [x509.IPAddress(ipaddress.ip_address(HOST)), x509.DNSName("localhost")]),
-            critical=False)
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def throwaway_ca(directory: Path, name: str = "crawler-test-ca") -> Pki:
-    """A new CA in *directory*, a server certificate it signed for 127.0.0.1/localhost and
-    a client certificate (for brokers that ask clients for one)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_cert = _certificate(name, ca_key, None, ca_key, ca=True)
-    pki = Pki(directory / f"{name}.pem", directory / "server.pem", directory / "server.key",
-              directory / "client.pem", directory / "client.key")
-    pki.ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    for subject, cert_file, key_file in ((HOST, pki.cert_file, pki.key_file),
-                                         ("crawler-client", pki.client_cert_file,
-                                          pki.client_key_file)):
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = _certificate(subject, key, ca_cert.subject, ca_key, ca=False)
-        cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_file.write_bytes(_key_pem(key))
-        key_file.chmod(0o600)
-    return pki
 
 
 def stunnel_binary() -> str:
@@ -103,7 +44,7 @@ class TlsKafka:
 
     bootstrap: str
     plain_port: int
-    pki: Pki
+    pki: TlsFiles
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def stop(self) -> None:
@@ -126,7 +67,7 @@ def _wait_port(port: int, process: subprocess.Popen[bytes], what: str, log: Path
     raise StackError(f"{what} did not listen on {HOST}:{port} in time")
 
 
-def _stunnel_config(directory: Path, pki: Pki, tls_port: int, plain_port: int, *,
+def _stunnel_config(directory: Path, pki: TlsFiles, tls_port: int, plain_port: int, *,
                     client_certs: bool) -> Path:
     path = directory / "stunnel.conf"
     verify = ["verifyChain = yes", f"CAfile = {pki.ca_file}"] if client_certs else []
@@ -137,16 +78,17 @@ def _stunnel_config(directory: Path, pki: Pki, tls_port: int, plain_port: int, *
     return path
 
 
-def start_tls_kafka(directory: Path, pki: Pki | None = None, *, client_certs: bool = False,
+def start_tls_kafka(directory: Path, pki: TlsFiles | None = None, *, client_certs: bool = False,
                     authentication: bool = False, timeout: float = 20.0) -> TlsKafka:
     """Start Tansu (memory storage) on a free port and stunnel in front of it on another.
 
-    *pki* defaults to a :func:`throwaway_ca` in *directory*; with *client_certs*, stunnel
-    accepts only clients with a certificate of its CA (mutual TLS); with *authentication*,
-    Tansu demands a SASL login (which no client can pass: see the module's doc). Call
+    *pki* defaults to new :func:`~crawler.localstack.certs.make_tls_files` in *directory*;
+    with *client_certs*, stunnel accepts only clients with a certificate of its CA (mutual
+    TLS); with *authentication*, Tansu demands a SASL login (which no client can pass: see
+    the module's doc). Call
     :meth:`TlsKafka.stop`."""
     directory.mkdir(parents=True, exist_ok=True)
-    pki = pki or throwaway_ca(directory)
+    pki = pki or make_tls_files(directory / "tls")
     plain_port = free_port()
     tls_port = free_port(exclude=[plain_port])
     broker = TlsKafka(f"{HOST}:{tls_port}", plain_port, pki)
@@ -164,7 +106,8 @@ def start_tls_kafka(directory: Path, pki: Pki | None = None, *, client_certs: bo
             log = directory / f"{what}.log"
             with log.open("wb") as out:
                 broker.processes.append(subprocess.Popen(
-                    args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+                    args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    start_new_session=True))  # outlives a local-stack command, not its ^C
             _wait_port(port, broker.processes[-1], what, log, deadline)
     except BaseException:
         broker.stop()

@@ -85,16 +85,17 @@ def secured_mongod_args(data: Path, port: int, tls: TlsFiles, key_file: Path) ->
 
 
 def start_secured_mongod(directory: Path, *, port: int | None = None,
-                         database: str = "crawler") -> SecuredMongo:
-    """Start a secured single-node replica set in *directory*; returns once it is primary and
-    its users exist. Raises :class:`StackError` if it does not come up."""
+                         database: str = "crawler", tls: TlsFiles | None = None) -> SecuredMongo:
+    """Start a secured single-node replica set in *directory* (its TLS files: *tls*, or a new
+    CA); returns once it is primary and its users exist. Raises :class:`StackError` if it
+    does not come up."""
     directory.mkdir(parents=True, exist_ok=True)
     data = directory / "data"
     data.mkdir(exist_ok=True)
     key_file = directory / "keyfile"
     key_file.write_text(base64.b64encode(secrets.token_bytes(48)).decode())  # base64 only
     key_file.chmod(0o400)
-    mongo = SecuredMongo(port=port or free_port(), tls=make_tls_files(directory / "tls"),
+    mongo = SecuredMongo(port=port or free_port(), tls=tls or make_tls_files(directory / "tls"),
                          password=secrets.token_urlsafe(18), database=database,
                          admin_password=secrets.token_urlsafe(18), log=directory / "mongod.log")
     argv = secured_mongod_args(data, mongo.port, mongo.tls, key_file)

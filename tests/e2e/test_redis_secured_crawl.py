@@ -1,5 +1,5 @@
 """``scrapy crawl`` against a Redis that demands an ACL user, TLS and a client certificate
-(:class:`~crawler.localstack.services.SecuredRedis`), Kafka and MongoDB of the session's stack.
+(:class:`~crawler.localstack.secured_redis.SecuredRedis`), Kafka and MongoDB of the session's stack.
 
 A whole distributed crawl runs through it with ``REDIS_URL`` (``rediss://crawler:…@``) and
 ``REDIS_PARAMS`` (the CA, the client certificate) in the environment: the scheduler, the
@@ -19,8 +19,10 @@ from helpers import tracebacks_outside_kafka
 from test_startup_errors import START, crawl, the_one_error
 
 from crawler.connections.clients import redis_sync_client
+from crawler.localstack.certs import make_tls_files
 from crawler.localstack.demo import running, stored_pages, wait_all, worker_command, worker_logs
-from crawler.localstack.services import HOST, SecuredRedis, make_pki
+from crawler.localstack.secured_redis import SecuredRedis
+from crawler.localstack.services import HOST
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +64,7 @@ def test_a_refused_redis_is_one_start_up_line(stack, secured: SecuredRedis, faul
     if fault == "password":
         url = f"rediss://{secured.user}:{wrong_password}@{HOST}:{secured.port}/0"
     else:
-        params["ssl_ca_certs"] = str(make_pki(tmp_path / "other-ca").ca)
+        params["ssl_ca_certs"] = str(make_tls_files(tmp_path / "other-ca").ca_file)
     env = {**stack.env(), "REDIS_URL": url, "REDIS_PARAMS": json.dumps(params)}
     code, out, elapsed = crawl(env, *START, "-s", "CONNECT_TIMEOUT=2")
     line = the_one_error(code, out)

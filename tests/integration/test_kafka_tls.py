@@ -25,7 +25,8 @@ from scrapy.settings import Settings
 from crawler.commands.preflight import one_line
 from crawler.connections import clients as connection
 from crawler.connections.options import KafkaOptions
-from crawler.localstack.secure_kafka import TlsKafka, start_tls_kafka, throwaway_ca
+from crawler.localstack.certs import make_tls_files
+from crawler.localstack.secure_kafka import TlsKafka, start_tls_kafka
 
 CONNECT_TIMEOUT = 3.0
 PASSWORD = "pw-that-must-not-show"
@@ -82,7 +83,7 @@ def test_a_plaintext_client_to_the_tls_port_fails(tls_broker: TlsKafka) -> None:
 
 def test_a_wrong_ca_fails_the_start_up_check_in_one_line(tls_broker: TlsKafka,
                                                          tmp_path: Path) -> None:
-    other = throwaway_ca(tmp_path, "some-other-ca")
+    other = make_tls_files(tmp_path / "other-ca", ca_name="some-other-ca")
     kafka = ssl_options(tls_broker.bootstrap, other.ca_file)
     start = time.monotonic()
     with connection.quiet_client_logs(), pytest.raises(connection.ServiceUnavailable) as caught:

@@ -29,7 +29,9 @@ from crawler.connections import shared
 from crawler.connections.clients import ServiceUnavailable, check_redis, redis_client
 from crawler.dedup.dupefilter import RedisBloom
 from crawler.frontier.crawlstate import CrawlState
-from crawler.localstack.services import HOST, SecuredRedis, make_pki
+from crawler.localstack.certs import make_tls_files
+from crawler.localstack.secured_redis import SecuredRedis
+from crawler.localstack.services import HOST
 from crawler.politeness.proxypool import parse_proxy
 from crawler.politeness.proxystore import RedisProxyStore
 from crawler.politeness.ratelimiter import RateLimitConfig, RedisLimiter
@@ -102,7 +104,7 @@ def test_every_component_works_through_the_acl_user_and_tls(
 def test_unauthenticated_plaintext_and_certificateless_clients_are_refused(
         secured: SecuredRedis) -> None:
     """The server really demands the user, TLS and a client certificate."""
-    ca = {"ssl_ca_certs": str(secured.pki.ca), "ssl_cert_reqs": "required"}
+    ca = {"ssl_ca_certs": str(secured.pki.ca_file), "ssl_cert_reqs": "required"}
     anonymous = f"rediss://{HOST}:{secured.port}/0"
     with redis.Redis.from_url(anonymous, **secured.params) as client, \
             pytest.raises(redis.AuthenticationError):
@@ -151,8 +153,8 @@ def test_a_wrong_password_is_one_masked_line_in_time(secured: SecuredRedis) -> N
 
 
 def test_a_wrong_ca_is_one_masked_line_in_time(secured: SecuredRedis, tmp_path: Path) -> None:
-    other = make_pki(tmp_path / "other-ca")
-    message, took = refusal(secured.url, {**secured.params, "ssl_ca_certs": str(other.ca)})
+    other = make_tls_files(tmp_path / "other-ca")
+    message, took = refusal(secured.url, {**secured.params, "ssl_ca_certs": str(other.ca_file)})
     assert_one_masked_line(message, secured, secured.password)
     assert "CERTIFICATE_VERIFY_FAILED" in message
     assert took < TIMEOUT
