@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from support.demo_site import PAGES as SITE_DIR_PAGES
 
+from crawler.localstack.secured import SecuredStack
 from crawler.localstack.secured_mongo import SecuredMongo, start_secured_mongod
 from crawler.localstack.stack import Stack
 
@@ -59,6 +60,18 @@ def secured_mongo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredM
         yield mongo
     finally:
         mongo.stop()
+
+
+@pytest.fixture(scope="session")
+def secured_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredStack]:
+    """The secured local stack (``stack start --secured``): Redis, mongod and the broker, each
+    with TLS and a user; its settings are :meth:`SecuredStack.env`."""
+    stack = SecuredStack(tmp_path_factory.mktemp("secured-stack"))
+    try:
+        stack.start()
+        yield stack
+    finally:
+        stack.stop()
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +131,7 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 GROUPS = ("unit", "integration", "e2e")
 SERVICE_FIXTURES = frozenset({"stack", "own_redis", "redis_url", "kafka_bootstrap", "mongo_uri",
-                              "secured_mongo"})
+                              "secured_mongo", "secured_stack"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

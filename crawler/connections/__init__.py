@@ -1,7 +1,9 @@
 """Connections to the services: client construction, sharing, error classification, retries.
 
 - :mod:`~crawler.connections.clients`: the Redis, MongoDB and Kafka clients, built one way,
-  with :class:`ServiceUnavailable` for a service that cannot be reached at start-up.
+  with :class:`ServiceUnavailable` for a service that cannot be reached at start-up
+  (:mod:`~crawler.connections.unavailable`); the Kafka builders are written in
+  :mod:`~crawler.connections.kafka_clients` and imported through ``clients``.
 - :mod:`~crawler.connections.options`: the client settings, read once.
 - :mod:`~crawler.connections.shared`: one Redis pool and one MongoDB client per crawler.
 - :mod:`~crawler.connections.redis_errors`: which Redis errors pass and which never will.

@@ -6,7 +6,7 @@ addresses and DNS names, ``127.0.0.1`` and ``localhost`` by default) and a clien
 for brokers and servers that demand one (mutual TLS). Valid for a few days; the keys are
 written unencrypted, readable by their owner alone. For tests and local runs only::
 
-    python -m crawler.localstack.certs DIR [--host kafka --host redis --host mongo]
+    python -m crawler.localstack.certs DIR [--host kafka --host redis ...] [--days 7]
 """
 
 from __future__ import annotations
@@ -57,12 +57,13 @@ def _write(path: Path, data: bytes, mode: int = 0o644) -> Path:
     return path
 
 
-def _builder(subject: str, issuer: str, key: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
+def _builder(subject: str, issuer: str, key: ec.EllipticCurvePrivateKey,
+             days: int) -> x509.CertificateBuilder:
     now = datetime.now(UTC)
     return (x509.CertificateBuilder().subject_name(_name(subject)).issuer_name(_name(issuer))
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - timedelta(hours=1))
-            .not_valid_after(now + timedelta(days=VALID_DAYS)))
+            .not_valid_after(now + timedelta(days=days)))
 
 
 def _alt_name(host: str) -> x509.GeneralName:
@@ -72,11 +73,11 @@ def _alt_name(host: str) -> x509.GeneralName:
         return x509.DNSName(host)
 
 
-def _leaf(subject: str, ca_name: str, ca_key: ec.EllipticCurvePrivateKey,
+def _leaf(subject: str, ca_name: str, ca_key: ec.EllipticCurvePrivateKey, days: int,
           usage: list[x509.ObjectIdentifier], hosts: Sequence[str] = ()) -> tuple[bytes, bytes]:
     """A certificate (PEM) signed by the CA, and its key (PEM)."""
     key = ec.generate_private_key(ec.SECP256R1())
-    builder = (_builder(subject, ca_name, key)
+    builder = (_builder(subject, ca_name, key, days)
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
                .add_extension(x509.ExtendedKeyUsage(usage), critical=False))
     if hosts:
@@ -87,20 +88,20 @@ def _leaf(subject: str, ca_name: str, ca_key: ec.EllipticCurvePrivateKey,
 
 
 def make_tls_files(directory: Path, *, hosts: Sequence[str] = DEFAULT_HOSTS,
-                   ca_name: str = "crawler local CA") -> TlsFiles:
+                   ca_name: str = "crawler local CA", days: int = VALID_DAYS) -> TlsFiles:
     """A new CA in *directory* (created if missing), a server certificate for *hosts* and a
-    client certificate, all signed by it."""
+    client certificate, all signed by it and valid for *days*."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (_builder(ca_name, ca_name, ca_key)
+    ca = (_builder(ca_name, ca_name, ca_key, days)
           .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
           .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
                                        False), critical=True)
           .sign(ca_key, hashes.SHA256()))
     # clientAuth too: a mongod replica-set member presents it when it connects to a member
-    cert, key = _leaf(hosts[0], ca_name, ca_key, [ExtendedKeyUsageOID.SERVER_AUTH,
+    cert, key = _leaf(hosts[0], ca_name, ca_key, days, [ExtendedKeyUsageOID.SERVER_AUTH,
                                                   ExtendedKeyUsageOID.CLIENT_AUTH], hosts)
-    client_cert, client_key = _leaf(CLIENT_NAME, ca_name, ca_key,
+    client_cert, client_key = _leaf(CLIENT_NAME, ca_name, ca_key, days,
                                     [ExtendedKeyUsageOID.CLIENT_AUTH])
     return TlsFiles(
         ca_file=_write(directory / "ca.pem", ca.public_bytes(serialization.Encoding.PEM)),
@@ -120,8 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", action="append", dest="hosts",
                         help="a name or address of the server certificate (repeatable; "
                              f"default {' and '.join(DEFAULT_HOSTS)})")
+    parser.add_argument("--days", type=int, default=VALID_DAYS,
+                        help=f"validity (default {VALID_DAYS})")
     args = parser.parse_args(argv)
-    files = make_tls_files(args.directory, hosts=args.hosts or DEFAULT_HOSTS)
+    files = make_tls_files(args.directory, hosts=args.hosts or DEFAULT_HOSTS, days=args.days)
     for name, path in vars(files).items():
         print(f"{name}: {path}")
     return 0

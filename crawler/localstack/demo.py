@@ -1,7 +1,8 @@
 """The main job: a local multi-worker crawl of a bundled demo site.
 
-``python -m crawler.localstack.demo [--workers 3] [--pages 2000]`` starts the local stack
-(Redis, a Kafka-protocol broker, mongod), serves a generated site on loopback,
+``python -m crawler.localstack.demo [--workers 3] [--pages 2000] [--secured]`` starts the
+local stack (Redis, a Kafka-protocol broker, mongod; with ``--secured`` each with TLS and a
+password, :mod:`crawler.localstack.secured`), serves a generated site on loopback,
 runs the workers as separate ``scrapy crawl site`` processes with a progress
 line, waits until every worker has exited by itself and prints a summary.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from crawler.localstack import demo_site
+from crawler.localstack.secured import SecuredStack
 from crawler.localstack.stack import Stack
 
 
@@ -148,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--dir", type=Path, default=Path(".stack"))
     parser.add_argument("--keep", action="store_true", help="leave the services running")
+    parser.add_argument("--secured", action="store_true",
+                        help="through the secured stack: TLS, users and passwords everywhere")
     args = parser.parse_args(argv)
-    stack = Stack(args.dir)
+    stack = SecuredStack(args.dir / "secured") if args.secured else Stack(args.dir)
     env = stack.start()
     crawl_id = f"demo-{int(time.time())}"
     site_dir = args.dir / "demo-site"

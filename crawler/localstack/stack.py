@@ -261,6 +261,8 @@ class Stack:
 
 
 def _print_status(stack: Stack) -> None:
+    if not stack.status():
+        return
     print(f"{'service':8} {'pid':>8} {'port':>6}  alive  answering")
     for name, info in stack.status().items():
         print(f"{name:8} {info['pid']:>8} {info['port']:>6}  {'yes' if info['alive'] else 'no':5}"

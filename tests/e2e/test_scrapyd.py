@@ -10,6 +10,7 @@ committed ``scrapy.cfg`` plus a ``[deploy:local-test]`` target at the test port)
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +31,7 @@ from helpers import require, tracebacks_outside_kafka
 from pymongo import MongoClient
 
 from crawler.localstack import demo_site as site
+from crawler.localstack.secured import SecuredStack
 from crawler.localstack.services import HOST, free_port
 from crawler.localstack.stack import Stack
 
@@ -125,21 +128,21 @@ def _stop(proc: subprocess.Popen[bytes], server: Scrapyd) -> None:
             proc.wait(timeout=5)
 
 
-@pytest.fixture(scope="module")
-def scrapyd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapyd]:
-    """A running scrapyd with this project deployed to it (project ``crawler``)."""
-    root = tmp_path_factory.mktemp("scrapyd")
+@contextmanager
+def _serving(root: Path, env: dict[str, str] | None = None) -> Iterator[Scrapyd]:
+    """A running scrapyd in *root* (its environment: *env*, else this process's), with this
+    project deployed to it (project ``crawler``)."""
     port = free_port()
     _write_config(root, port)
     log = root / "scrapyd.out"
     with log.open("wb") as out:
         # cwd=root: scrapyd reads ./scrapyd.conf (and twistd writes twistd.pid there).
-        proc = subprocess.Popen([str(BIN / "scrapyd")], cwd=root, stdout=out,
+        proc = subprocess.Popen([str(BIN / "scrapyd")], cwd=root, stdout=out, env=env,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     server = Scrapyd(f"http://{HOST}:{port}/", root, "")
     try:
         _wait_until_up(server, proc, log)
-        project = _project_copy(tmp_path_factory.mktemp("deploy"), server.url)
+        project = _project_copy(root / "deploy", server.url)
         deploy = subprocess.run(
             [str(BIN / "scrapyd-deploy"), TARGET, "--version", "1"],
             cwd=project, capture_output=True, text=True, timeout=120,
@@ -149,6 +152,12 @@ def scrapyd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapyd]:
         yield server
     finally:
         _stop(proc, server)
+
+
+@pytest.fixture(scope="module")
+def scrapyd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapyd]:
+    with _serving(tmp_path_factory.mktemp("scrapyd")) as server:
+        yield server
 
 
 def _schedule(server: Scrapyd, start_url: str, settings: dict[str, str]) -> str:
@@ -239,3 +248,28 @@ def test_two_jobs_join_one_crawl(
     for job in jobs:
         _assert_clean_finish(scrapyd, job)
 
+
+
+def test_a_job_through_the_secured_stack_logs_no_secret(
+    secured_stack: SecuredStack, demo_site: str, demo_site_pages: int, crawl_id: str,
+    tmp_path: Path,
+) -> None:
+    """The secured stack's settings in scrapyd's environment, as docs/security.md advises
+    (a ``setting=`` of schedule.json would show in scrapyd's own log and job list): the job
+    crawls through TLS and passwords, and neither its log, scrapyd's log nor the API's
+    answers hold a password."""
+    env = {**os.environ, **secured_stack.env()}
+    with _serving(tmp_path, env) as server:
+        job = _schedule(server, demo_site + "/", {"CRAWL_ID": crawl_id, "CRAWL_IDLE_TIMEOUT": "3"})
+        _wait_finished(server, [job])
+        _assert_clean_finish(server, job)
+        answers = json.dumps([server.get("listjobs.json", project=PROJECT),
+                              server.get("daemonstatus.json")])
+    client: MongoClient[dict[str, Any]]
+    with MongoClient(env["MONGO_URI"]) as client:
+        urls = sorted(d["url"] for d in client["crawler"][crawl_id].find({}, {"url": 1}))
+    assert urls == sorted(site.site_urls(demo_site, demo_site_pages))
+    texts = {"job log": server.log("site", job), "scrapyd log": (tmp_path / "scrapyd.out")
+             .read_text(errors="replace"), "scrapyd API": answers}
+    for secret in secured_stack.passwords():
+        assert not [where for where, text in texts.items() if secret in text]

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
@@ -42,14 +41,9 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredStack]:
-    stack = SecuredStack(tmp_path_factory.mktemp("secured-stack"))
-    stack.start()
-    try:
-        yield stack
-    finally:
-        stack.stop()
+@pytest.fixture
+def secured(secured_stack: SecuredStack) -> SecuredStack:
+    return secured_stack
 
 
 def secrets_of(stack: SecuredStack) -> list[str]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 import subprocess
 import sys
 import time
@@ -11,7 +14,17 @@ import pytest
 import redis
 from kafka import KafkaAdminClient
 from pymongo import MongoClient
+from pymongo.errors import OperationFailure
+from scrapy.settings import Settings
 
+from crawler.connections.clients import (
+    ServiceUnavailable,
+    check_kafka,
+    quiet_client_logs,
+    redis_sync_client,
+)
+from crawler.connections.options import KafkaOptions
+from crawler.localstack.secured import SecuredStack
 from crawler.localstack.stack import SERVICES, Stack, StackError
 
 
@@ -138,3 +151,50 @@ def test_cli(tmp_path: Path) -> None:
     finally:
         cli("stop")
     assert Stack(Path(directory)).status() == {}
+
+
+def _exports(out: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for line in out.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        env[name] = shlex.split(value)[0]
+    return env
+
+
+def test_cli_secured(tmp_path: Path) -> None:
+    """``start --secured``: the printed settings reach each service; a client without them
+    is refused; ``env --secured`` prints them again; ``stop`` ends every process by PID."""
+    root = Path(__file__).resolve().parents[2]
+    directory = tmp_path / "st"
+
+    def cli(*args: str) -> str:
+        argv = [sys.executable, "-m", "crawler.localstack.stack", *args, "--dir", str(directory)]
+        return subprocess.run(argv, check=True, cwd=root, capture_output=True, text=True,
+                              timeout=180).stdout
+
+    try:
+        out = cli("start", "--secured")
+        env = _exports(out)
+        assert cli("env", "--secured") == out
+        assert (directory / "secured" / "secured.json").stat().st_mode & 0o077 == 0
+        pids = [info["pid"] for info in SecuredStack(directory / "secured").status().values()]
+        assert len(pids) == 4 and "secured redis" in cli("status")
+        settings = Settings(env)
+        with redis_sync_client(env["REDIS_URL"], json.loads(env["REDIS_PARAMS"])) as client:
+            assert client.ping()
+        check_kafka(KafkaOptions.from_settings(settings), connect_timeout=5)
+        with MongoClient(env["MONGO_URI"], serverSelectionTimeoutMS=10000) as client:
+            client.crawler.probe.insert_one({"ok": 1})  # the crawler user may write
+        with pytest.raises(redis.ConnectionError):  # no plaintext, no anonymous user
+            redis.Redis(port=int(env["REDIS_URL"].rsplit(":", 1)[1].split("/")[0]),
+                        socket_timeout=3).ping()
+        with quiet_client_logs(), pytest.raises(ServiceUnavailable):  # plaintext to TLS
+            check_kafka(env["KAFKA_BOOTSTRAP_SERVERS"], connect_timeout=3)
+        anonymous = re.sub(r"//[^@]+@", "//", env["MONGO_URI"])
+        with MongoClient(anonymous, serverSelectionTimeoutMS=10000) as client, \
+                pytest.raises(OperationFailure):
+            client.crawler.probe.find_one()
+    finally:
+        cli("stop")
+    assert all(_gone(pid) for pid in pids)
+    assert SecuredStack(directory / "secured").env() == {}

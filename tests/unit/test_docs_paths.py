@@ -25,7 +25,8 @@ RUN_MODULE = re.compile(r"python -m ((?:crawler|servers)(?:\.\w+)+)")
 FILE = re.compile(r"(?<![\w./-])((?:crawler|tests|benchmarks|deploy|docs)/[\w./-]*\w)")
 # Mentions that are not paths of this package: Scrapy's Crawler attribute, a file name.
 NOT_PATHS = {"crawler.request_fingerprinter", "crawler.egg"}
-NOT_FILES = {"deploy/.env"}  # written by the user of the compose stack
+NOT_FILES = {"deploy/.env",  # written by the user of the compose stack
+             "deploy/secured/certs"}  # the secured stack's certificates, generated (git-ignored)
 
 
 def resolve(path: str) -> object | None:
