@@ -67,7 +67,7 @@ class Consumed:
 async def new_topic(bootstrap: connection.Kafka) -> str:
     topic = f"micro-{secrets.token_hex(4)}.requests"
     await asyncio.to_thread(connection.ensure_topics, bootstrap,
-                            {topic: defaults.KAFKA_PARTITIONS}, replication=1,
+                            {topic: defaults.KAFKA_PARTITIONS},
                             connect_timeout=defaults.CONNECT_TIMEOUT)
     return topic
 

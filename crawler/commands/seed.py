@@ -13,6 +13,7 @@ from scrapy.exceptions import UsageError
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
+from crawler.connections.kafka_topics import TopicPolicy
 from crawler.connections.options import KafkaOptions, connect_timeout
 from crawler.frontier import codec
 from crawler.frontier.config import PARTITION_BY, partitioner
@@ -76,10 +77,10 @@ def publish(settings: object, crawl: str, lines: Iterable[tuple[str, int, str]])
     timeout = connect_timeout(settings)
     key_for = partitioner(config.get_choice(settings, "KAFKA_PARTITION_BY", PARTITION_BY))
     partitions = config.get_int(settings, "KAFKA_PARTITIONS", minimum=1)
-    replication = config.get_int(settings, "KAFKA_REPLICATION_FACTOR", minimum=1)
+    policy = TopicPolicy.from_settings(settings)
     with connection.quiet_client_logs():  # a refusal is said in one line, not per retry
         connection.ensure_topics(kafka, {f"{crawl}.seeds": partitions},
-                                 replication=replication, connect_timeout=timeout)
+                                 policy=policy, connect_timeout=timeout)
     producer = connection.kafka_producer(kafka, connect_timeout=timeout, linger_ms=5,
                                          client_id=f"seed-{crawl}")
     futures, bad = [], 0

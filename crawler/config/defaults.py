@@ -33,7 +33,9 @@ CONNECT_TIMEOUT = 5.0  # seconds a service may take to answer at start-up
 
 # --- Kafka frontier ---
 KAFKA_PARTITIONS = 12
-KAFKA_REPLICATION_FACTOR = 1
+KAFKA_REPLICATION_FACTOR = 0  # topics the crawler creates; 0: the cluster's default
+KAFKA_MIN_INSYNC_REPLICAS = 0  # 0: 2 on a replicated topic (acks=all = two copies)
+KAFKA_TOPIC_CONFIG: dict[str, str] = {}  # added to (or over) retention.ms/bytes=-1, delete
 KAFKA_PARTITION_BY = "host"  # host | domain | url
 KAFKA_BUFFER_SIZE = 256  # requests buffered locally per worker
 KAFKA_RECENT_WINDOW = 50_000  # consumed fingerprints remembered to drop a raced copy; 0 = off

@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from crawler.connections.kafka_logs import redact_sasl
+from crawler.connections.kafka_topics import TopicPolicy, create_missing, secure_and_check
 from crawler.connections.options import KafkaOptions
 from crawler.connections.unavailable import ServiceUnavailable
 
@@ -109,29 +110,23 @@ def check_kafka(kafka: Kafka, *, connect_timeout: float) -> None:
     kafka_admin(kafka, connect_timeout).close()
 
 
-def ensure_topics(
-    kafka: Kafka, topics: dict[str, int], *, replication: int, connect_timeout: float
-) -> dict[str, int]:
-    """Create the missing *topics* (name -> partitions); returns their partition counts.
+def ensure_topics(kafka: Kafka, topics: dict[str, int], *, connect_timeout: float,
+                  policy: TopicPolicy | None = None) -> dict[str, int]:
+    """Create the missing *topics* (name -> partitions) durable, as *policy* (default: the
+    defaults of the ``KAFKA_*`` topic settings) says, warn about existing ones whose configs
+    lose work (:mod:`.kafka_topics`); returns their partition counts.
 
     Blocking: call it from a thread. Raises :class:`ServiceUnavailable` when the
     broker cannot be reached.
     """
-    from kafka.admin import NewTopic
-    from kafka.errors import KafkaError, TopicAlreadyExistsError
+    from kafka.errors import KafkaError
 
+    policy = policy or TopicPolicy()
     admin = kafka_admin(kafka, connect_timeout)
     try:
-        missing = [t for t in topics if t not in set(admin.list_topics())]
-        if missing:
-            try:
-                admin.create_topics(
-                    [NewTopic(t, topics[t], replication) for t in missing], timeout_ms=10000
-                )
-                logger.info("Created topics %s", ", ".join(missing))
-            except TopicAlreadyExistsError:
-                pass
+        created = create_missing(admin, topics, policy)
         described = admin.describe_topics(list(topics))
+        secure_and_check(admin, described, created, policy)
         return {d["name"]: len(d["partitions"]) for d in described}
     except KafkaError as exc:
         raise _kafka_unavailable(kafka, exc) from exc

@@ -34,7 +34,7 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Deliver,
     Blocking: call it from a thread."""
     counts = connection.ensure_topics(
         cfg.kafka, {t: cfg.partitions for t in cfg.topics},
-        replication=cfg.replication, connect_timeout=cfg.connect_timeout)
+        policy=cfg.topic_policy, connect_timeout=cfg.connect_timeout)
     topics = (cfg.requests_topic, cfg.seeds_topic)
     producer = connection.kafka_producer(cfg.kafka, connect_timeout=cfg.connect_timeout,
                                          linger_ms=cfg.linger_ms, client_id=worker,

@@ -18,6 +18,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.connections.clients import request_timeout_ms
+from crawler.connections.kafka_topics import TopicPolicy
 from crawler.connections.options import KafkaOptions, RedisOptions, connect_timeout
 
 PARTITION_BY = ("host", "domain", "url")
@@ -67,7 +68,7 @@ class FrontierConfig:
     redis: RedisOptions
     connect_timeout: float
     partitions: int
-    replication: int
+    topic_policy: TopicPolicy
     partition_by: str
     buffer_size: int
     recent_window: int
@@ -125,7 +126,7 @@ class FrontierConfig:
             redis=_redis(s),
             connect_timeout=connect_timeout(s),
             partitions=config.get_int(s, "KAFKA_PARTITIONS", minimum=1),
-            replication=config.get_int(s, "KAFKA_REPLICATION_FACTOR", minimum=1),
+            topic_policy=TopicPolicy.from_settings(s),
             partition_by=config.get_choice(s, "KAFKA_PARTITION_BY", PARTITION_BY),
             buffer_size=config.get_int(s, "KAFKA_BUFFER_SIZE", minimum=1),
             recent_window=config.get_int(s, "KAFKA_RECENT_WINDOW", minimum=0),

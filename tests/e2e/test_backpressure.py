@@ -44,7 +44,7 @@ def test_a_rate_limited_backlog_stays_in_the_broker(stack, crawl_id, tmp_path):
     site.generate(tmp_path / "site", PAGES)
     server = site.serve(tmp_path / "site")
     topics = {f"{crawl_id}.{t}": defaults.KAFKA_PARTITIONS for t in ("requests", "seeds", "dead")}
-    connection.ensure_topics(bootstrap, topics, replication=1, connect_timeout=5)
+    connection.ensure_topics(bootstrap, topics, connect_timeout=5)
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     for url in site.site_urls(server.base_url, PAGES):  # the whole backlog at once
         producer.send(f"{crawl_id}.seeds", value=url.encode())

@@ -37,7 +37,7 @@ def test_seeds_from_any_client_dedup_and_dead_letters(
     env = {**stack.env(), "CRAWL_ID": crawl_id}
     bootstrap = env["KAFKA_BOOTSTRAP_SERVERS"]
     topics = {f"{crawl_id}.{t}": 12 for t in ("requests", "seeds", "dead")}
-    connection.ensure_topics(bootstrap, topics, replication=1, connect_timeout=5)
+    connection.ensure_topics(bootstrap, topics, connect_timeout=5)
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     seeds = [
         (demo_site + "/").encode(),  # the same URL the workers get as start_urls

@@ -68,7 +68,7 @@ def _commit_round_after_acks(loop: ConsumerLoop) -> None:
 @pytest.fixture
 def topic(kafka_bootstrap: str, crawl_id: str) -> str:
     name = f"{crawl_id}.requests"
-    connection.ensure_topics(kafka_bootstrap, {name: 2}, replication=1, connect_timeout=5)
+    connection.ensure_topics(kafka_bootstrap, {name: 2}, connect_timeout=5)
     return name
 
 

@@ -51,7 +51,7 @@ def ssl_options(bootstrap: str, ca_file: Path, **values: Any) -> KafkaOptions:
 def test_a_record_round_trips_over_tls(tls_broker: TlsKafka) -> None:
     kafka = ssl_options(tls_broker.bootstrap, tls_broker.pki.ca_file)
     topic = f"tls-{secrets.token_hex(4)}"
-    connection.ensure_topics(kafka, {topic: 1}, replication=1, connect_timeout=CONNECT_TIMEOUT)
+    connection.ensure_topics(kafka, {topic: 1}, connect_timeout=CONNECT_TIMEOUT)
     producer = connection.kafka_producer(kafka, connect_timeout=CONNECT_TIMEOUT, linger_ms=5,
                                          client_id="tls-producer")
     try:

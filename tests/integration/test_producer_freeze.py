@@ -77,7 +77,7 @@ def test_sends_complete_after_a_freeze_longer_than_the_delivery_timeout(
         stack: Stack, kafka_bootstrap: str, crawl_id: str, loop: _Loop,
         caplog: pytest.LogCaptureFixture) -> None:
     topic = f"{crawl_id}.freeze"
-    connection.ensure_topics(kafka_bootstrap, {topic: 2}, replication=1, connect_timeout=5.0)
+    connection.ensure_topics(kafka_bootstrap, {topic: 2}, connect_timeout=5.0)
     producer = connection.kafka_producer(kafka_bootstrap, connect_timeout=5.0, linger_ms=5,
                                          client_id="freeze-test",
                                          delivery_timeout=DELIVERY_TIMEOUT)

@@ -37,7 +37,7 @@ async def make_crawl(url: str, bootstrap: str, crawl: str) -> None:
     finally:
         await client.aclose()
     await asyncio.to_thread(connection.ensure_topics, bootstrap,
-                            {t: 2 for t in crawllife.topics_of(crawl)}, replication=1,
+                            {t: 2 for t in crawllife.topics_of(crawl)},
                             connect_timeout=10)
 
 

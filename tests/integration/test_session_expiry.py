@@ -71,7 +71,7 @@ class _Worker:
 @pytest.fixture
 def topic(kafka_bootstrap: str, crawl_id: str) -> str:
     name = f"{crawl_id}.requests"
-    connection.ensure_topics(kafka_bootstrap, {name: 1}, replication=1, connect_timeout=5)
+    connection.ensure_topics(kafka_bootstrap, {name: 1}, connect_timeout=5)
     return name
 
 

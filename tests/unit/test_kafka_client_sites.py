@@ -54,7 +54,11 @@ class FakeAdmin(Recorder):
         self.topics.update({t.name: t.num_partitions for t in new})
 
     def describe_topics(self, names: list[str]) -> list[dict[str, Any]]:
-        return [{"name": n, "partitions": list(range(self.topics[n]))} for n in names]
+        return [{"name": n, "partitions": [{"partition": p, "replica_nodes": [1]}
+                                           for p in range(self.topics[n])]} for n in names]
+
+    def describe_configs(self, resources: list[Any], config_filter: str) -> dict[str, Any]:
+        return {"topic": {r.name: {} for r in resources}}  # a broker that reports none
 
 
 class FakeProducer(Recorder):
