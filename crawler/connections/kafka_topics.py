@@ -76,8 +76,11 @@ class TopicPolicy:
         return configs
 
 
-def _days(ms: int) -> str:
-    return f"{ms / 86_400_000:.3g} days"
+def _days(ms: str) -> str:
+    try:
+        return f"{int(ms) / 86_400_000:.3g} days"
+    except ValueError:
+        return "not a number of milliseconds"
 
 
 def topic_warnings(topic: str, configs: dict[str, str], replicas: int, brokers: int,
@@ -87,7 +90,7 @@ def topic_warnings(topic: str, configs: dict[str, str], replicas: int, brokers: 
     found = []
     retention = configs.get("retention.ms")
     if retention not in (None, "-1") and retention != policy.extra.get("retention.ms"):
-        found.append(f"retention.ms={retention} ({_days(int(retention))}): the broker deletes "
+        found.append(f"retention.ms={retention} ({_days(retention)}): the broker deletes "
                      f"requests older than that, consumed or not; `{fix} retention.ms=-1`")
     size = configs.get("retention.bytes")
     if size not in (None, "-1") and size != policy.extra.get("retention.bytes"):
@@ -99,7 +102,7 @@ def topic_warnings(topic: str, configs: dict[str, str], replicas: int, brokers: 
                      "cleanup.policy=delete`")
     want = policy.insync_for(replicas)
     insync = configs.get("min.insync.replicas")
-    if want and insync is not None and int(insync) < want:
+    if want and insync is not None and insync.isdigit() and int(insync) < want:
         found.append(f"min.insync.replicas={insync} with {replicas} replicas: a write "
                      f"acknowledged with acks=all may exist on one broker only; `{fix} "
                      f"min.insync.replicas={want}`")
@@ -146,6 +149,7 @@ def secure_and_check(admin: Any, described: list[dict[str, Any]], created: list[
                 admin.alter_configs(todo, raise_on_unknown=False)
         found = admin.describe_configs(
             [ConfigResource(ConfigResourceType.TOPIC, t) for t in replicas], config_filter="all")
+        brokers = len(admin.describe_cluster().get("brokers", []))
     except KafkaError as exc:  # e.g. no DescribeConfigs/AlterConfigs right on a managed cluster
         logger.warning("Cannot read or set the configs of the topics %s (%s): check by hand "
                        "that they keep unconsumed records (docs/cluster.md, durable topics)",
@@ -158,7 +162,6 @@ def secure_and_check(admin: Any, described: list[dict[str, Any]], created: list[
         logger.debug("The broker reports no topic configs: retention and replication of %s "
                      "are not checked", ", ".join(replicas))
         return
-    brokers = len(admin.describe_cluster().get("brokers", []))
     for topic, count in replicas.items():
         for warning in topic_warnings(topic, configs.get(topic, {}), count, brokers, policy):
             logger.warning(warning)

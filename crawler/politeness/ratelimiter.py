@@ -44,6 +44,7 @@ class RateLimitConfig:
     backoff: float
     backoff_max: float
     redis_url: str
+    redis_params: dict[str, Any]
     connect_timeout: float
     crawl_id: str
 
@@ -64,8 +65,10 @@ class RateLimitConfig:
             backoff=backoff,
             backoff_max=max(backoff, _setting(s, "RATELIMIT_RETRY_BACKOFF_MAX", low=0)),
             redis_url=config.get_str(s, "REDIS_URL"),
+            redis_params=config.get_dict(s, "REDIS_PARAMS"),
             connect_timeout=connect_timeout(s), crawl_id=config.crawl_id(s, spider_name),
         )
+
 
 
 def _finite(name: str, number: float) -> float:

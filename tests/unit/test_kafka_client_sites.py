@@ -60,6 +60,9 @@ class FakeAdmin(Recorder):
     def describe_configs(self, resources: list[Any], config_filter: str) -> dict[str, Any]:
         return {"topic": {r.name: {} for r in resources}}  # a broker that reports none
 
+    def describe_cluster(self) -> dict[str, Any]:
+        return {"brokers": [{"node_id": 1}]}
+
 
 class FakeProducer(Recorder):
     DEFAULT_CONFIG = kafka.KafkaProducer.DEFAULT_CONFIG
