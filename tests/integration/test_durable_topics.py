@@ -30,7 +30,9 @@ def test_the_default_policy_creates_the_topics_and_warns_of_nothing(
     assert counts == topics
     created = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Created")]
     assert created and "retention.ms=-1, retention.bytes=-1, cleanup.policy=delete" in created[0]
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    # the crawler's own warnings (kafka-python may warn of a slow poll on a loaded machine)
+    assert not [r for r in caplog.records
+                if r.levelno >= logging.WARNING and r.name.startswith("crawler.")]
     again = connection.ensure_topics(kafka_bootstrap, topics, connect_timeout=TIMEOUT)
     assert again == topics  # existing topics: kept as they are
 
