@@ -141,7 +141,7 @@ def secure_and_check(admin: Any, described: list[dict[str, Any]], created: list[
     replicas = {d["name"]: len(d["partitions"][0]["replica_nodes"]) if d["partitions"] else 0
                 for d in described}
     try:
-        if not policy.replication:
+        if not policy.replication and not policy.min_insync:  # else set at creation
             insync = {t: policy.insync_for(replicas[t]) for t in created}
             todo = [ConfigResource(ConfigResourceType.TOPIC, t, {"min.insync.replicas": str(n)})
                     for t, n in insync.items() if n]
