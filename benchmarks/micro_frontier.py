@@ -25,8 +25,8 @@ from crawler.config import defaults
 from crawler.connections import clients as connection
 from crawler.connections.options import KafkaOptions
 from crawler.frontier.codec import decode_request, encode_request
-from crawler.frontier.config import partitioner
 from crawler.frontier.consumer import ConsumerLoop, Record
+from crawler.frontier.partitioning import partitioner
 from crawler.frontier.producer import Sender
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from crawler.connections import clients as connection
 from crawler.connections.kafka_topics import TopicPolicy
 from crawler.connections.options import KafkaOptions, connect_timeout
 from crawler.frontier import codec
-from crawler.frontier.config import PARTITION_BY, partitioner
+from crawler.frontier.partitioning import PARTITION_BY, partitioner
 
 
 class Command(ScrapyCommand):
@@ -75,7 +75,8 @@ def publish(settings: object, crawl: str, lines: Iterable[tuple[str, int, str]])
     if not kafka.bootstrap:
         raise UsageError("Setting KAFKA_BOOTSTRAP_SERVERS: required to publish seeds")
     timeout = connect_timeout(settings)
-    key_for = partitioner(config.get_choice(settings, "KAFKA_PARTITION_BY", PARTITION_BY))
+    key_for = partitioner(config.get_choice(settings, "KAFKA_PARTITION_BY", PARTITION_BY),
+                          config.get_int(settings, "KAFKA_HOST_PARTITIONS", minimum=0))
     partitions = config.get_int(settings, "KAFKA_PARTITIONS", minimum=1)
     policy = TopicPolicy.from_settings(settings)
     with connection.quiet_client_logs():  # a refusal is said in one line, not per retry

@@ -36,7 +36,8 @@ KAFKA_PARTITIONS = 12
 KAFKA_REPLICATION_FACTOR = 0  # topics the crawler creates; 0: the cluster's default
 KAFKA_MIN_INSYNC_REPLICAS = 0  # 0: 2 on a replicated topic (acks=all = two copies)
 KAFKA_TOPIC_CONFIG: dict[str, str] = {}  # added to (or over) retention.ms/bytes=-1, delete
-KAFKA_PARTITION_BY = "host"  # host | domain | url
+KAFKA_PARTITION_BY = "host"  # host | domain | url: the unit KAFKA_HOST_PARTITIONS spreads
+KAFKA_HOST_PARTITIONS = 0  # partitions one host (domain) is spread over; 0 = all, 1 = one
 KAFKA_BUFFER_SIZE = 256  # requests buffered locally per worker
 KAFKA_RECENT_WINDOW = 50_000  # consumed fingerprints remembered to drop a raced copy; 0 = off
 KAFKA_COMMIT_INTERVAL = 1.0  # seconds between offset commits
@@ -92,6 +93,13 @@ RETRY_LATER_TIMES = 6  # retries of "come back later" answers (RETRY_LATER_STATU
 RETRY_LATER_STATUSES: list[int] = [429, 502, 503, 504]
 RETRY_NETWORK_TIMES = 4  # retries of the origin's network errors (resets, timeouts, refusals)
 RETRY_MAX_TIME = 300.0  # seconds one request may spend on retries, waits included
+
+# --- cluster-wide per-host limits (with the Kafka frontier) ---
+HOSTLIMIT_ENABLED = True  # every worker of a crawl shares each host's concurrency and delay
+HOSTLIMIT_CONCURRENCY = 0  # in flight to a host, cluster-wide; 0: CONCURRENT_REQUESTS_PER_DOMAIN
+HOSTLIMIT_DELAY = -1.0  # seconds between two requests to a host, cluster-wide; -1: DOWNLOAD_DELAY
+HOSTLIMIT_TTL = 5.0  # seconds a worker's shares live unrenewed (a killed worker's are free after)
+HOSTLIMIT_INTERVAL = 0.5  # seconds between two renewals of a worker's shares (one round trip)
 
 # --- per-domain rate limit ---
 RATELIMIT_ENABLED = False  # True: RateLimitMiddleware limits every host's request rate

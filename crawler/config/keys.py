@@ -98,6 +98,15 @@ class CrawlKeys:
         return self.prefix + "proxy:none"
 
     @property
+    def host_slots_prefix(self) -> str:
+        """``<prefix>slots:<host>`` hashes hold each host's cluster-wide concurrency shares."""
+        return self.prefix + "slots:"
+
+    def host_slots(self, host: str) -> str:
+        """Hash: worker id -> ``held,want,expires_ms,served_ms`` for one host."""
+        return self.host_slots_prefix + host
+
+    @property
     def ratelimit_prefix(self) -> str:
         """``<prefix>ratelimit:<host>`` hashes hold each host's token bucket."""
         return self.prefix + "ratelimit:"

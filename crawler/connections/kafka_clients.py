@@ -148,8 +148,10 @@ DELIVERY_TIMEOUT = 120.0
 
 
 def kafka_producer(kafka: Kafka, *, connect_timeout: float, linger_ms: int,
-                   client_id: str, delivery_timeout: float = DELIVERY_TIMEOUT) -> Any:
-    """A producer with ``acks=all``. Blocking constructor: call it from a thread.
+                   client_id: str, delivery_timeout: float = DELIVERY_TIMEOUT,
+                   partitioner: Any = None) -> Any:
+    """A producer with ``acks=all`` (and kafka-python's *partitioner*, if given). Blocking
+    constructor: call it from a thread.
 
     Not idempotent: kafka-python 3.0.12's idempotent producer never produces again once a
     batch it had sent expires (a broker silent for longer than *delivery_timeout*). The
@@ -166,7 +168,8 @@ def kafka_producer(kafka: Kafka, *, connect_timeout: float, linger_ms: int,
             KafkaProducer, kafka, connect_timeout, acks="all", linger_ms=linger_ms,
             retries=5, client_id=client_id, max_block_ms=int(connect_timeout * 1000) * 4,
             batch_size=PRODUCER_BATCH_SIZE, enable_idempotence=False,
-            delivery_timeout_ms=int(delivery_timeout * 1000)))
+            delivery_timeout_ms=int(delivery_timeout * 1000),
+            **({} if partitioner is None else {"partitioner": partitioner})))
     except Exception as exc:
         raise _kafka_unavailable(kafka, exc) from exc
 

@@ -10,6 +10,7 @@ from typing import Any
 from crawler.connections import clients as connection
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.consumer import ConsumerLoop
+from crawler.frontier.partitioning import SpreadPartitioner
 from crawler.frontier.producer import Sender
 from crawler.frontier.transport import Channels, Deliver
 
@@ -38,7 +39,8 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Deliver,
     topics = (cfg.requests_topic, cfg.seeds_topic)
     producer = connection.kafka_producer(cfg.kafka, connect_timeout=cfg.connect_timeout,
                                          linger_ms=cfg.linger_ms, client_id=worker,
-                                         delivery_timeout=cfg.delivery_timeout)
+                                         delivery_timeout=cfg.delivery_timeout,
+                                         partitioner=SpreadPartitioner(cfg.host_partitions))
     sender = Sender(producer, call_from_thread=reactor_call(), call_later=call_later,
                     backoff=cfg.send_backoff, backoff_max=cfg.send_backoff_max)
     consumer = connection.kafka_consumer(

@@ -13,37 +13,13 @@ from dataclasses import dataclass, field
 
 from scrapy import Request
 from scrapy.settings import BaseSettings
-from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.connections.clients import request_timeout_ms
 from crawler.connections.kafka_topics import TopicPolicy
 from crawler.connections.options import KafkaOptions, RedisOptions, connect_timeout
-
-PARTITION_BY = ("host", "domain", "url")
-
-
-def _registered_domain() -> Callable[[str], str]:
-    import tldextract
-
-    extract = tldextract.TLDExtract(suffix_list_urls=())  # the bundled list: no download
-
-    def domain(host: str) -> str:
-        parts = extract(host)
-        return parts.top_domain_under_public_suffix or host
-
-    return domain
-
-
-def partitioner(by: str) -> Callable[[Request], bytes]:
-    """The Kafka record key of a request: its host, registered domain or URL."""
-    if by == "url":
-        return lambda request: request.url.encode()
-    if by == "host":
-        return lambda request: (urlparse_cached(request).hostname or "").encode()
-    domain = _registered_domain()
-    return lambda request: domain(urlparse_cached(request).hostname or "").encode()
+from crawler.frontier.partitioning import PARTITION_BY, partitioner
 
 
 def heartbeat_interval(settings: BaseSettings) -> float:
@@ -70,6 +46,7 @@ class FrontierConfig:
     partitions: int
     topic_policy: TopicPolicy
     partition_by: str
+    host_partitions: int
     buffer_size: int
     recent_window: int
     commit_interval: float
@@ -91,7 +68,8 @@ class FrontierConfig:
     partition_key: Callable[[Request], bytes] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "partition_key", partitioner(self.partition_by))
+        object.__setattr__(self, "partition_key", partitioner(self.partition_by,
+                                                             self.host_partitions))
 
     @property
     def bootstrap(self) -> str:
@@ -128,6 +106,7 @@ class FrontierConfig:
             partitions=config.get_int(s, "KAFKA_PARTITIONS", minimum=1),
             topic_policy=TopicPolicy.from_settings(s),
             partition_by=config.get_choice(s, "KAFKA_PARTITION_BY", PARTITION_BY),
+            host_partitions=config.get_int(s, "KAFKA_HOST_PARTITIONS", minimum=0),
             buffer_size=config.get_int(s, "KAFKA_BUFFER_SIZE", minimum=1),
             recent_window=config.get_int(s, "KAFKA_RECENT_WINDOW", minimum=0),
             commit_interval=config.get_float(s, "KAFKA_COMMIT_INTERVAL", minimum=0,

@@ -96,7 +96,8 @@ class WorkerLifecycle:
         snap = f.consumer.snapshot
         stat = self.stats.get_value
         info = {"leases": f.leases.in_engine, "buffered": len(f.buffer),
-                "delayed": f.buffer.delayed, "acked": stat("frontier/acked", 0),
+                "delayed": f.buffer.delayed, "blocked": f.buffer.blocked,
+                "acked": stat("frontier/acked", 0),
                 "unacked": f.unacked_work(), "held": f.consumer.handed - f.consumer.taken,
                 "pid": os.getpid(), "host": socket.gethostname(), "spider": f.spider.name,
                 "crawl_id": self.config.crawl_id, "started": self.started,

@@ -29,6 +29,7 @@ from crawler.frontier.consumer import Record
 from crawler.frontier.crawllife import Finished
 from crawler.frontier.crawlstate import WorkerState
 from crawler.frontier.leases import OffsetTracker, Partition
+from crawler.frontier.partitioning import spread_partition
 from crawler.frontier.transport import Channels, Deliver, Done, Rejected
 
 
@@ -41,7 +42,9 @@ class MemoryLog:
         self.committed: dict[Partition, int] = {}
 
     def append(self, topic: str, key: bytes | None, value: bytes) -> tuple[int, int]:
-        partition = zlib.crc32(key) % self.partitions if key else 0
+        spread = spread_partition(key, self.partitions) if key else None
+        partition = spread if spread is not None else (zlib.crc32(key) % self.partitions
+                                                       if key else 0)
         log = self.records[(topic, partition)]
         log.append(value)
         return partition, len(log) - 1

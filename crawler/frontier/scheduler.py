@@ -48,6 +48,13 @@ from crawler.frontier.recent import RecentFingerprints
 from crawler.frontier.records import LEASE_KEY, Records
 from crawler.frontier.seeding import SeedClaims
 from crawler.frontier.transport import Channels, Transport
+from crawler.politeness.hostgate import BLOCKED, HostGate, host_key
+from crawler.politeness.hostlimit import (
+    HostLimitConfig,
+    MemorySlotStore,
+    RedisSlotStore,
+    SlotStore,
+)
 
 logger = logging.getLogger(__name__)
 __all__ = ["LEASE_KEY", "KafkaScheduler"]
@@ -60,7 +67,7 @@ class KafkaScheduler(Records, BaseScheduler):
     supports_delays = True
 
     def __init__(self, crawler: Crawler, config: FrontierConfig, *, transport: Transport,
-                 dedup: DedupFactory) -> None:
+                 dedup: DedupFactory, host_limit: HostLimitConfig | None = None) -> None:
         assert crawler.stats is not None
         self.crawler = crawler
         self.config = config
@@ -75,6 +82,8 @@ class KafkaScheduler(Records, BaseScheduler):
         self.recent = RecentFingerprints(config.recent_window)
         self.lifecycle = WorkerLifecycle(crawler, config, self.worker)
         self.redis: aioredis.Redis | None = None
+        self.host_limit = host_limit if host_limit is not None and host_limit.enabled else None
+        self.gate: HostGate | None = None  # cluster-wide per-host limits (HOSTLIMIT_*)
         self._tasks = Tasks("frontier")  # heartbeats and seed claims
         self._unacked = 0  # records consumed whose lease is neither acknowledged nor dropped
         self._holding = False  # next_request is holding back (KAFKA_MAX_UNACKED)
@@ -84,7 +93,8 @@ class KafkaScheduler(Records, BaseScheduler):
         assert crawler.spidercls is not None
         config = FrontierConfig.from_settings(crawler.settings, crawler.spidercls.name)
         return cls(crawler, config, transport=KafkaTransport(config),
-                   dedup=DedupFactory.from_crawler(crawler))
+                   dedup=DedupFactory.from_crawler(crawler),
+                   host_limit=HostLimitConfig.from_settings(crawler.settings))
 
     # -- lifecycle ----------------------------------------------------------
     def open(self, spider: Spider) -> Deferred[None]:
@@ -109,17 +119,20 @@ class KafkaScheduler(Records, BaseScheduler):
         channels = await asyncio.to_thread(self.transport.connect, self.worker,
                                            self._on_records, self.unacked_work)
         self.start(spider, bloom=bloom, state=state, ledger=RedisLedger(self.redis, cfg.crawl_id),
-                   state_ttl=state_ttl, channels=channels)
+                   state_ttl=state_ttl, channels=channels,
+                   slots=RedisSlotStore(self.redis, cfg.crawl_id))
 
     def _bloom(self) -> DedupBackend:
         """The crawl's shared dupefilter (``FRONTIER_DEDUP_CLASS``) on this worker's Redis."""
         return self.dedup(self.redis, self.keys.bloom)
 
     def start(self, spider: Spider, *, bloom: DedupBackend, state: Any, ledger: Ledger | None,
-              state_ttl: float, channels: Channels | None = None) -> None:
+              state_ttl: float, channels: Channels | None = None,
+              slots: SlotStore | None = None) -> None:
         """Wire the frontier to the crawl's shared state (*state*: seed claims and
-        heartbeats) and its transport's *channels* (connected here if not given), then
-        start them. :meth:`open` calls it once Redis and Kafka answered."""
+        heartbeats; *slots*: the per-host shares, in memory if not given) and its
+        transport's *channels* (connected here if not given), then start them. :meth:`open`
+        calls it once Redis and Kafka answered."""
         cfg = self.config
         if channels is None:
             channels = self.transport.connect(self.worker, self._on_records, self.unacked_work)
@@ -136,7 +149,8 @@ class KafkaScheduler(Records, BaseScheduler):
             spider=spider, fingerprint=self.crawler.request_fingerprinter.fingerprint,
             state=state, submit=self.outbox.submit, stats=self.stats, finish=self._finish,
             dead=self._dead, limit=cfg.seed_claims)
-        self._engine: EngineHook = on_request_left(self.crawler, self.leases.left)
+        self._engine: EngineHook = on_request_left(self.crawler, self._left)
+        self._start_gate(slots or MemorySlotStore())
         self._wakeup = Wakeup(self.transport.call_later, self._engine.wake, self.buffer.next_due)
         self.crawler.signals.connect(self._response_received, signals.response_received)
         self.crawler.signals.connect(self._spider_idle, signals.spider_idle)
@@ -147,6 +161,23 @@ class KafkaScheduler(Records, BaseScheduler):
                              state_ttl=state_ttl, tasks=self._tasks)
         logger.info("Kafka frontier open: crawl %s, worker %s, topics %s (%d partitions)",
                     cfg.crawl_id, self.worker, cfg.requests_topic, self._partitions[0])
+
+    def _start_gate(self, slots: SlotStore) -> None:
+        if self.host_limit is None:
+            return
+        self.gate = HostGate(self.host_limit, slots, self.worker, on_free=self._host_free,
+                             demand=self.buffer.blocked_hosts, stats=self.stats)
+        self.crawler.signals.connect(self.gate.release, signals.request_left_downloader)
+        self._tasks.spawn(self.gate.run(), "per-host limits")
+
+    def _host_free(self, host: str, count: int) -> None:
+        if self.buffer.unblock(host, count):
+            self._engine.wake()
+
+    def _left(self, request: Request) -> None:
+        if self.gate is not None:
+            self.gate.release(request)  # it never reached the downloader
+        self.leases.left(request)
 
     def unacked_work(self) -> int:
         """Leases not yet acknowledged plus follow-up sends not yet acknowledged (read by
@@ -213,18 +244,34 @@ class KafkaScheduler(Records, BaseScheduler):
             return None
         while (item := self.buffer.pop()) is not None:
             request, lease = item
-            if lease.active:  # a parked retry, redirect or delayed copy
-                self.leases.unpark(lease)
-                return request
-            if not self.consumer.current(lease.tp, lease.epoch):
+            if not lease.active and not self.consumer.current(lease.tp, lease.epoch):
                 self.consumer.taken += 1
                 self.leases.drop(lease)
                 self._unacked -= 1
                 self.stats.inc_value("frontier/stale_dropped")
                 continue
-            self.leases.start(request, lease)
+            if not self._admitted(request, lease):
+                continue
+            if lease.active:  # a parked retry, redirect or delayed copy
+                self.leases.unpark(lease)
+            else:
+                self.leases.start(request, lease)
             return request
         return None
+
+    def _admitted(self, request: Request, lease: Lease) -> bool:
+        """Whether *request*'s host has a free share for it (else it waits in the buffer)."""
+        if self.gate is None:
+            return True
+        wait = self.gate.admit(request)
+        if wait is None:
+            return True
+        if wait == BLOCKED:
+            self.buffer.block(host_key(request), request, lease)
+            self.stats.inc_value("hostlimit/blocked")
+        else:
+            self._push(request, lease, time.time() + wait)
+        return False
 
     def _held_back(self) -> bool:
         """Whether unacknowledged work is at ``KAFKA_MAX_UNACKED``: the engine gets no new

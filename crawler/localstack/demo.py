@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     demo_site.generate(site_dir, args.pages)
     server = demo_site.serve(site_dir)
     idle = 5.0
-    settings = {"CRAWL_IDLE_TIMEOUT": idle, "KAFKA_PARTITION_BY": "url", "LOG_LEVEL": "INFO"}
+    settings = {"CRAWL_IDLE_TIMEOUT": idle, "LOG_LEVEL": "INFO"}
     cmd = worker_command(server.base_url + "/", settings)
     print(f"Crawling {server.base_url}/ ({args.pages} pages) with {args.workers} workers, "
           f"crawl id {crawl_id}")

@@ -41,8 +41,8 @@ from crawler.connections import clients as connection
 from crawler.dedup.dupefilter import RedisBloom
 from crawler.extensions.alerts import AlertsExtension
 from crawler.frontier import codec
-from crawler.frontier.config import partitioner
 from crawler.frontier.crawlstate import CrawlState
+from crawler.frontier.partitioning import partitioner
 from crawler.localstack.demo import Worker, running, wait_all, worker_command, worker_logs
 from crawler.localstack.stack import Stack, free_port
 from crawler.operations import clusterview

@@ -28,6 +28,7 @@ from crawler.frontier.memory import (
     MemoryTransport,
 )
 from crawler.frontier.scheduler import KafkaScheduler
+from crawler.politeness.hostlimit import HostLimitConfig
 
 SERVICE_ENVIRONMENT = ("KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI", "MONGO_DATABASE",
                        "CRAWL_ID", *KAFKA_SECURITY_SETTINGS)
@@ -47,6 +48,10 @@ SETTINGS = {
     "REDIS_URL": "redis://127.0.0.1:1", "KAFKA_PARTITIONS": 2, "KAFKA_PARTITION_BY": "url",
     "CRAWL_HEARTBEAT_INTERVAL": 60, "CRAWL_IDLE_TIMEOUT": 0,
     "FRONTIER_DEDUP_CLASS": "crawler.frontier.memory.MemoryBloom",
+    # The per-host limits make next_request wait for a share from an asynchronous renewal;
+    # these tests drive the scheduler synchronously. tests/unit/test_hostgate.py drives the
+    # scheduler with the limits on (the default), and the e2e tests run them for real.
+    "HOSTLIMIT_ENABLED": False,
 }
 
 
@@ -182,7 +187,8 @@ def make_worker() -> MakeWorker:
         config = FrontierConfig.from_settings(crawler.settings, MemSpider.name)
         transport = MemoryTransport(config, log)
         scheduler = KafkaScheduler(crawler, config, transport=transport,
-                                   dedup=DedupFactory.from_crawler(crawler))
+                                   dedup=DedupFactory.from_crawler(crawler),
+                                   host_limit=HostLimitConfig.from_settings(crawler.settings))
         state = MemoryCrawlState(CRAWL)
         bloom = scheduler._bloom()
         assert isinstance(bloom, MemoryBloom)

@@ -35,6 +35,7 @@ PINNED = {
     "proxy_health": "{c-1}:proxy:health",
     "proxy_hosts": "{c-1}:proxy:hosts",
     "proxy_tombstone": "{c-1}:proxy:none",
+    "host_slots_prefix": "{c-1}:slots:",
     "ratelimit_prefix": "{c-1}:ratelimit:",
     "ratelimit_overrides": "{c-1}:ratelimit:overrides",
 }

@@ -1,0 +1,154 @@
+"""This worker's side of the cluster-wide per-host limits (:mod:`~crawler.politeness.hostlimit`).
+
+The scheduler asks :meth:`HostGate.admit` before it hands a request to the engine: a host's
+request goes out only while the worker has fewer in flight to that host than its share, and,
+with a delay, no sooner than ``delay * limit / share`` seconds after the worker's previous one
+(so the cluster as a whole keeps one request per ``delay``). :meth:`HostGate.release` ends a
+request's hold when it leaves the downloader (or the engine, if it never reached the
+downloader). The shares come from :meth:`HostGate.renew`, run every ``HOSTLIMIT_INTERVAL``
+and sooner when a request waits for a host this worker holds no share of; nothing on the path
+of one request touches Redis. A share is used only until ``HOSTLIMIT_TTL`` after the renewal
+that gave it was sent: a worker cut off from Redis stops starting requests (the crawl stalls,
+nothing is lost) before its entry can expire for the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from scrapy import Request
+from scrapy.utils.httpobj import urlparse_cached
+
+from crawler.politeness.hostlimit import Demand, HostLimitConfig, SlotStore
+
+logger = logging.getLogger(__name__)
+BLOCKED = math.inf  # admit(): no share free for the host until a request of it ends
+EARLY = 0.01  # seconds: the soonest a renewal asked for runs after the previous one
+
+
+def host_key(request: Request) -> str:
+    """The host a request counts against: Scrapy's downloader slot (``download_slot`` meta,
+    else the URL's host), so the gate and the downloader agree."""
+    slot = request.meta.get("download_slot")
+    return slot if isinstance(slot, str) and slot else urlparse_cached(request).hostname or ""
+
+
+class HostGate:
+    """Shares of each host's cluster-wide limits held by this worker, and its holds."""
+
+    def __init__(self, cfg: HostLimitConfig, store: SlotStore, worker: str, *,
+                 on_free: Callable[[str, int], None], demand: Callable[[], Mapping[str, int]],
+                 stats: Any = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cfg, self.store, self.worker = cfg, store, worker
+        self._on_free, self._demand, self._stats, self._clock = on_free, demand, stats, clock
+        self.grants: dict[str, int] = {}
+        self.in_flight: Counter[str] = Counter()
+        self._holders: dict[Request, str] = {}
+        self._next_start: dict[str, float] = {}
+        self._valid_until = 0.0
+        self._asked: set[str] = set()  # the hosts of the latest renewal
+        self._wanted = asyncio.Event()
+        self._failing = False
+
+    # -- the path of a request (no I/O) -------------------------------------
+    def admit(self, request: Request) -> float | None:
+        """None: *request* may go now (it holds a share until :meth:`release`); else the
+        seconds to wait (:data:`BLOCKED`: until one of its host's requests ends)."""
+        host = host_key(request)
+        now = self._clock()
+        grant = self.grants.get(host, 0) if now < self._valid_until else 0
+        if self.in_flight[host] >= grant:
+            if grant == 0 and host not in self._asked:
+                self._wanted.set()  # a host new to this worker: ask now, not at the next beat
+            return BLOCKED
+        if self.cfg.delay > 0:
+            due = self._next_start.get(host, 0.0)
+            if now < due:
+                return due - now
+            self._next_start[host] = now + self.cfg.delay * self.cfg.concurrency / grant
+        self.in_flight[host] += 1
+        self._holders[request] = host
+        return None
+
+    def release(self, request: Request) -> None:
+        """*request* left the downloader (or the engine): its share is free again."""
+        host = self._holders.pop(request, None)
+        if host is None:
+            return
+        self.in_flight[host] -= 1
+        left = self.in_flight[host]
+        if left <= 0:
+            del self.in_flight[host]
+        if left < self.grants.get(host, 0):
+            self._on_free(host, 1)
+
+    @property
+    def holding(self) -> int:
+        return len(self._holders)
+
+    # -- renewals ------------------------------------------------------------
+    async def run(self) -> None:
+        """Renew every ``HOSTLIMIT_INTERVAL``, or soon after a request waits for a share."""
+        while True:
+            try:
+                await asyncio.wait_for(self._wanted.wait(), self.cfg.interval)
+                await asyncio.sleep(EARLY)
+            except TimeoutError:
+                pass
+            self._wanted.clear()
+            await self.renew()
+
+    def demands(self) -> list[Demand]:
+        waiting = self._demand()
+        hosts = set(waiting) | set(self.in_flight) | set(self.grants)
+        limit = self.cfg.concurrency
+        self._asked = hosts
+        return [Demand(host, limit, min(limit, self.in_flight[host] + waiting.get(host, 0)),
+                       self.in_flight[host]) for host in sorted(hosts)]
+
+    async def renew(self) -> None:
+        """One round trip for every host this worker has work for or holds a share of."""
+        demands = self.demands()
+        if not demands:
+            return
+        sent = self._clock()
+        try:
+            grants = await self.store.renew(self.worker, demands, self.cfg.ttl)
+        except Exception as exc:
+            self._renew_failed(exc)
+            return
+        if self._failing:
+            logger.info("Per-host limits renewed again")
+            self._failing = False
+        expired = sent >= self._valid_until
+        self._valid_until = sent + self.cfg.ttl - self.cfg.interval
+        for demand, grant in zip(demands, grants, strict=True):
+            self._granted(demand.host, grant, 0 if expired else self.grants.get(demand.host, 0))
+        self._inc("hostlimit/renewals")
+
+    def _granted(self, host: str, grant: int, before: int) -> None:
+        if grant > 0:
+            self.grants[host] = grant
+        else:
+            self.grants.pop(host, None)
+            self._next_start.pop(host, None)
+        free = grant - max(before, self.in_flight[host])
+        if free > 0:
+            self._on_free(host, free)
+
+    def _renew_failed(self, exc: Exception) -> None:
+        self._inc("hostlimit/renew_errors")
+        if not self._failing:
+            logger.warning("Cannot renew the per-host limits (requests wait once the shares "
+                           "held expire): %s", exc)
+            self._failing = True
+
+    def _inc(self, key: str) -> None:
+        if self._stats is not None:
+            self._stats.inc_value(key)
