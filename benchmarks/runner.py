@@ -42,7 +42,7 @@ SCRAPY_REDIS: dict[str, Any] = {
     "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
     "SCHEDULER_PERSIST": True, "SCHEDULER_FLUSH_ON_START": True,
 }
-OURS: dict[str, Any] = {"KAFKA_PARTITION_BY": "url", "CRAWL_IDLE_TIMEOUT": 3}
+OURS: dict[str, Any] = {"CRAWL_IDLE_TIMEOUT": 3}
 _SCRUB = ("SCRAPY_SETTINGS_MODULE", "KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "REDIS_PARAMS",
           "MONGO_URI", "CRAWL_ID", "SCRAPY_PROJECT")
 

@@ -38,6 +38,8 @@ KAFKA_MIN_INSYNC_REPLICAS = 0  # 0: 2 on a replicated topic (acks=all = two copi
 KAFKA_TOPIC_CONFIG: dict[str, str] = {}  # added to (or over) retention.ms/bytes=-1, delete
 KAFKA_PARTITION_BY = "host"  # host | domain | url: the unit KAFKA_HOST_PARTITIONS spreads
 KAFKA_HOST_PARTITIONS = 0  # partitions one host (domain) is spread over; 0 = all, 1 = one
+KAFKA_PRIORITY_BANDS: list[int] = [1]  # priority thresholds: a request topic per band above
+KAFKA_PRIORITY_MIN_SHARE = 0.1  # share of a worker's requests lower bands get while they wait
 KAFKA_BUFFER_SIZE = 256  # requests buffered locally per worker
 KAFKA_RECENT_WINDOW = 50_000  # consumed fingerprints remembered to drop a raced copy; 0 = off
 KAFKA_COMMIT_INTERVAL = 1.0  # seconds between offset commits

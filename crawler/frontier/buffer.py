@@ -21,12 +21,23 @@ L = TypeVar("L")
 
 
 class RequestBuffer(Generic[L]):
-    """Highest priority first, then first in first out; delayed ones when due."""
+    """Highest priority first, then first in first out; delayed ones when due.
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    With *band_of* (a priority's band, :meth:`crawler.frontier.config.FrontierConfig.band_of`)
+    and *min_share*, every ``1 / min_share``-th request comes from a band below the highest
+    that has ready requests (the lower bands in turn), so no band starves.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time, *,
+                 band_of: Callable[[int], int] | None = None, min_share: float = 0.0) -> None:
         self._clock = clock
         self._seq = itertools.count()
-        self._ready: list[tuple[int, int, Request, L]] = []
+        self._band_of = band_of or (lambda _priority: 0)
+        self._every = round(1 / min_share) if min_share > 0 else 0
+        self._since_lower = 0
+        self._turn = 0
+        self._ready: dict[int, list[tuple[int, int, Request, L]]] = {}
+        self._ready_count = 0
         self._delayed: list[tuple[float, int, Request, L]] = []
         self._blocked: dict[str, list[tuple[int, int, Request, L]]] = {}
         self._blocked_count = 0
@@ -35,15 +46,37 @@ class RequestBuffer(Generic[L]):
         if not_before is not None and not_before > self._clock():
             heapq.heappush(self._delayed, (not_before, next(self._seq), request, lease))
         else:
-            heapq.heappush(self._ready, (-request.priority, next(self._seq), request, lease))
+            self._make_ready((-request.priority, next(self._seq), request, lease))
+
+    def _make_ready(self, entry: tuple[int, int, Request, L]) -> None:
+        heapq.heappush(self._ready.setdefault(self._band_of(-entry[0]), []), entry)
+        self._ready_count += 1
 
     def pop(self) -> tuple[Request, L] | None:
         """The next request that is due, or None."""
         self._promote()
+        band = self._next_band()
+        if band is None:
+            return None
+        heap = self._ready[band]
+        _, _, request, lease = heapq.heappop(heap)
+        if not heap:
+            del self._ready[band]
+        self._ready_count -= 1
+        return request, lease
+
+    def _next_band(self) -> int | None:
         if not self._ready:
             return None
-        _, _, request, lease = heapq.heappop(self._ready)
-        return request, lease
+        top = max(self._ready)
+        if self._every and len(self._ready) > 1:
+            self._since_lower += 1
+            if self._since_lower >= self._every:
+                self._since_lower = 0
+                lower = sorted(band for band in self._ready if band != top)
+                self._turn = (self._turn + 1) % len(lower)
+                return lower[self._turn]
+        return top
 
     def block(self, host: str, request: Request, lease: L) -> None:
         """Hold *request* until :meth:`unblock` frees its *host* (it keeps its priority)."""
@@ -56,7 +89,7 @@ class RequestBuffer(Generic[L]):
         waiting = self._blocked.get(host)
         moved = 0
         while waiting and moved < count:
-            heapq.heappush(self._ready, heapq.heappop(waiting))
+            self._make_ready(heapq.heappop(waiting))
             moved += 1
         if not waiting:
             self._blocked.pop(host, None)
@@ -71,7 +104,7 @@ class RequestBuffer(Generic[L]):
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
             _, seq, request, lease = heapq.heappop(self._delayed)
-            heapq.heappush(self._ready, (-request.priority, seq, request, lease))
+            self._make_ready((-request.priority, seq, request, lease))
 
     def next_due(self) -> float | None:
         """Seconds until the earliest request not due yet is due (None: none waits);
@@ -83,7 +116,7 @@ class RequestBuffer(Generic[L]):
 
     @property
     def ready(self) -> int:
-        return len(self._ready)
+        return self._ready_count
 
     @property
     def delayed(self) -> int:
@@ -94,4 +127,4 @@ class RequestBuffer(Generic[L]):
         return self._blocked_count
 
     def __len__(self) -> int:
-        return len(self._ready) + len(self._delayed) + self._blocked_count
+        return self._ready_count + len(self._delayed) + self._blocked_count

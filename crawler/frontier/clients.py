@@ -36,7 +36,7 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Deliver,
     counts = connection.ensure_topics(
         cfg.kafka, {t: cfg.partitions for t in cfg.topics},
         policy=cfg.topic_policy, connect_timeout=cfg.connect_timeout)
-    topics = (cfg.requests_topic, cfg.seeds_topic)
+    topics = (*cfg.band_topics, cfg.seeds_topic)
     producer = connection.kafka_producer(cfg.kafka, connect_timeout=cfg.connect_timeout,
                                          linger_ms=cfg.linger_ms, client_id=worker,
                                          delivery_timeout=cfg.delivery_timeout,
@@ -51,8 +51,9 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Deliver,
     loop = ConsumerLoop(
         consumer, list(topics), buffer_size=cfg.buffer_size,
         commit_interval=cfg.commit_interval, deliver=deliver,
-        call_from_thread=reactor_call(), max_unacked=cfg.max_unacked, unacked=unacked)
-    return Channels(sender, loop, (counts[topics[0]], counts[topics[1]]),
+        call_from_thread=reactor_call(), max_unacked=cfg.max_unacked, unacked=unacked,
+        urgent=cfg.urgent_topics)
+    return Channels(sender, loop, (counts[cfg.requests_topic], counts[cfg.seeds_topic]),
                     {f"{t}:{p}" for t in topics for p in range(counts[t])})
 
 

@@ -8,6 +8,7 @@ A setting that other readers need too has one reader function here, with its bou
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,6 +21,8 @@ from crawler.connections.clients import request_timeout_ms
 from crawler.connections.kafka_topics import TopicPolicy
 from crawler.connections.options import KafkaOptions, RedisOptions, connect_timeout
 from crawler.frontier.partitioning import PARTITION_BY, partitioner
+
+MAX_BANDS = 8
 
 
 def heartbeat_interval(settings: BaseSettings) -> float:
@@ -65,6 +68,8 @@ class FrontierConfig:
     max_unacked: int = 2000
     close_timeout: float = 20.0
     delivery_timeout: float = 120.0
+    priority_bands: tuple[int, ...] = (1,)  # KAFKA_PRIORITY_BANDS, ascending
+    min_share: float = 0.1  # KAFKA_PRIORITY_MIN_SHARE
     partition_key: Callable[[Request], bytes] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -88,8 +93,27 @@ class FrontierConfig:
         return f"{self.crawl_id}.dead"
 
     @property
-    def topics(self) -> tuple[str, str, str]:
-        return (self.requests_topic, self.seeds_topic, self.dead_topic)
+    def band_topics(self) -> tuple[str, ...]:
+        """The request topics, lowest priority band first: ``<CRAWL_ID>.requests``, then
+        ``<CRAWL_ID>.requests.1`` for priorities from the lowest threshold up, and so on."""
+        extra = (f"{self.requests_topic}.{n}" for n in range(1, len(self.priority_bands) + 1))
+        return (self.requests_topic, *extra)
+
+    @property
+    def urgent_topics(self) -> frozenset[str]:
+        """Topics fetched even while the buffer is full: the bands above the lowest, seeds."""
+        return frozenset((*self.band_topics[1:], self.seeds_topic))
+
+    def band_of(self, priority: int) -> int:
+        """The band of a request priority: how many thresholds it reaches (0: the lowest)."""
+        return bisect.bisect_right(self.priority_bands, priority)
+
+    def topic_for(self, request: Request) -> str:
+        return self.band_topics[self.band_of(request.priority)]
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return (*self.band_topics, self.seeds_topic, self.dead_topic)
 
     @property
     def group_id(self) -> str:
@@ -128,6 +152,8 @@ class FrontierConfig:
             seed_claims=config.get_int(s, "KAFKA_SEED_CLAIMS", minimum=1),
             max_unacked=config.get_int(s, "KAFKA_MAX_UNACKED", minimum=1),
             delivery_timeout=config.get_float(s, "KAFKA_DELIVERY_TIMEOUT", minimum=1),
+            priority_bands=_bands(s),
+            min_share=config.get_float(s, "KAFKA_PRIORITY_MIN_SHARE", minimum=0, maximum=0.5),
         )
         values.check()
         return values
@@ -148,6 +174,23 @@ class FrontierConfig:
         if self.idle_timeout and self.idle_timeout < 2 * self.heartbeat_interval:
             raise SettingError("CRAWL_IDLE_TIMEOUT",
                                "must be 0 or at least twice CRAWL_HEARTBEAT_INTERVAL")
+
+
+def _bands(settings: BaseSettings) -> tuple[int, ...]:
+    """``KAFKA_PRIORITY_BANDS``: distinct integer thresholds, at most 8, sorted."""
+    raw = config.raw(settings, "KAFKA_PRIORITY_BANDS")
+    values = raw.split(",") if isinstance(raw, str) else raw
+    try:
+        if not isinstance(values, (list, tuple)) or any(isinstance(v, (bool, float))
+                                                        for v in values):
+            raise ValueError
+        bands = sorted({int(str(value).strip()) for value in values if str(value).strip()})
+    except ValueError:
+        raise SettingError("KAFKA_PRIORITY_BANDS",
+                           f"must be a list of integers, got {raw!r}") from None
+    if len(bands) > MAX_BANDS:
+        raise SettingError("KAFKA_PRIORITY_BANDS", f"at most {MAX_BANDS} thresholds")
+    return tuple(bands)
 
 
 def _kafka(settings: BaseSettings) -> KafkaOptions:

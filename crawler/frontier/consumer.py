@@ -65,10 +65,11 @@ class ConsumerLoop:
         self, consumer: KafkaConsumer, topics: list[str], *, buffer_size: int,
         commit_interval: float, deliver: Callable[[list[Record]], None],
         call_from_thread: CallFromThread, max_unacked: int = 0,
-        unacked: Callable[[], int] | None = None,
+        unacked: Callable[[], int] | None = None, urgent: frozenset[str] = frozenset(),
     ) -> None:
         self.consumer = consumer
         self.topics = topics
+        self.urgent = urgent  # fetched into a second buffer's room while the first is full
         self.buffer_size = buffer_size
         self.commit_interval = commit_interval
         self._deliver = deliver
@@ -85,7 +86,7 @@ class ConsumerLoop:
         self._acks: queue.SimpleQueue[tuple[Partition, int, int]] = queue.SimpleQueue()
         self._committed: dict[Partition, int] = {}
         self._dirty = False
-        self._paused: bool | None = False
+        self._paused: tuple[bool, bool] | None = (False, False)  # (the others, urgent)
         self._owned: set[Partition] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kafka-consumer", daemon=True)
@@ -207,9 +208,11 @@ class ConsumerLoop:
 
     def _poll_once(self) -> None:
         room = self._wait_for_room()
-        self._set_paused(room <= 0)
+        urgent_room = room + self.buffer_size if self.urgent else room
+        self._set_paused((room <= 0, urgent_room <= 0))
         try:
-            batches = self.consumer.poll(timeout_ms=200, max_records=max(room, 1))
+            batches = self.consumer.poll(timeout_ms=200,
+                                         max_records=max(room if room > 0 else urgent_room, 1))
         except Exception as exc:  # broker unreachable: kafka-python reconnects
             logger.warning("Kafka poll failed (will retry): %s", exc)
             time.sleep(1.0)
@@ -227,14 +230,16 @@ class ConsumerLoop:
             self.handed += len(records)
             self._call(self._deliver, records)
 
-    def _set_paused(self, pause: bool) -> None:
+    def _set_paused(self, pause: tuple[bool, bool]) -> None:
+        """Pause or resume the non-urgent partitions (``pause[0]``) and the urgent ones
+        (the higher priority bands and the seeds, ``pause[1]``)."""
         if pause == self._paused:
             return
         parts = list(self.consumer.assignment())
-        if pause:
-            self.consumer.pause(*parts)
-        else:
-            self.consumer.resume(*parts)
+        for urgent, paused in ((False, pause[0]), (True, pause[1])):
+            group = [tp for tp in parts if (tp.topic in self.urgent) == urgent]
+            if group:
+                (self.consumer.pause if paused else self.consumer.resume)(*group)
         self._paused = pause
 
     def _apply_acks(self) -> None:
@@ -286,7 +291,7 @@ class ConsumerLoop:
             "lag": sum(known) if len(known) == len(by_partition) else None,
             "lag_by_partition": by_partition,
             "in_flight": self.tracker.in_flight(),
-            "paused": bool(self._paused),
+            "paused": bool(self._paused and self._paused[0]),
         }
 
     def _shutdown(self) -> None:

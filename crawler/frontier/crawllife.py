@@ -12,8 +12,9 @@ exactly those persistent again (:func:`keep_state`). Kafka topics have no time t
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -144,8 +145,11 @@ async def purge_keys(client: aioredis.Redis, crawl: str) -> dict[str, int]:
     return dict(sorted(removed.items()))
 
 
-def topics_of(crawl: str) -> list[str]:
-    return [f"{crawl}.requests", f"{crawl}.seeds", f"{crawl}.dead"]
+def topics_of(crawl: str, existing: Iterable[str] = ()) -> list[str]:
+    """The topics of *crawl*, with the priority bands' ``<crawl>.requests.<n>`` found in
+    *existing*."""
+    bands = sorted(t for t in existing if re.fullmatch(rf"{re.escape(crawl)}\.requests\.\d+", t))
+    return [f"{crawl}.requests", *bands, f"{crawl}.seeds", f"{crawl}.dead"]
 
 
 def purge_topics(kafka: connection.Kafka, crawl: str, *, connect_timeout: float,
@@ -159,7 +163,8 @@ def purge_topics(kafka: connection.Kafka, crawl: str, *, connect_timeout: float,
 
     admin = connection.kafka_admin(kafka, connect_timeout)
     try:
-        found = [t for t in topics_of(crawl) if t in set(admin.list_topics())]
+        existing = set(admin.list_topics())
+        found = [t for t in topics_of(crawl, existing) if t in existing]
         group = f"{crawl}.workers"
         if dry_run:
             return found, f"consumer group {group}"

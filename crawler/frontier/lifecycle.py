@@ -125,7 +125,8 @@ class WorkerLifecycle:
                            lease.request.url, timeout)
             self.stats.inc_value("frontier/lease_expired")
             # dont_filter: the consumer must not take the new copy for a raced one
-            f.send_op(self.config.requests_topic, lease.request.replace(dont_filter=True))
+            copy = lease.request.replace(dont_filter=True)
+            f.send_op(self.config.topic_for(copy), copy)
             f.leases.finish(lease)
 
     # -- control and close -------------------------------------------------

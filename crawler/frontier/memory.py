@@ -96,8 +96,9 @@ class MemoryConsumer:
     """One group member: fetches on :meth:`poll`, commits on :meth:`commit` and :meth:`stop`."""
 
     def __init__(self, log: MemoryLog, topics: list[str], deliver: Deliver, *,
-                 buffer_size: int, max_unacked: int, unacked: Callable[[], int]) -> None:
-        self.log, self.topics, self._deliver = log, topics, deliver
+                 buffer_size: int, max_unacked: int, unacked: Callable[[], int],
+                 urgent: frozenset[str] = frozenset()) -> None:
+        self.log, self.topics, self._deliver, self.urgent = log, topics, deliver, urgent
         self.buffer_size, self.max_unacked, self._unacked = buffer_size, max_unacked, unacked
         self.handed = self.taken = self.unacked_peak = 0
         self.tracker = OffsetTracker()
@@ -158,8 +159,10 @@ class MemoryConsumer:
     def poll(self) -> int:
         """Fetch what there is room for, hand it to the scheduler; returns how many."""
         room, records = self.room(), list[Record]()
-        for tp in sorted(self.owned):
-            while len(records) < room and self.position[tp] < self.log.high(tp):
+        urgent_room = room + self.buffer_size  # the urgent topics: a second buffer's room
+        for tp in sorted(self.owned, key=lambda tp: (tp[0] not in self.urgent, tp)):
+            limit = urgent_room if tp[0] in self.urgent else room
+            while len(records) < limit and self.position[tp] < self.log.high(tp):
                 offset = self.position[tp]
                 self.position[tp] += 1
                 if self.tracker.deliver(tp, offset):
@@ -203,9 +206,10 @@ class MemoryTransport:
 
     def connect(self, worker: str, deliver: Deliver, unacked: Callable[[], int]) -> Channels:
         cfg = self.config
-        topics = [cfg.requests_topic, cfg.seeds_topic]
+        topics = [*cfg.band_topics, cfg.seeds_topic]
         consumer = MemoryConsumer(self.log, topics, deliver, buffer_size=cfg.buffer_size,
-                                  max_unacked=cfg.max_unacked, unacked=unacked)
+                                  max_unacked=cfg.max_unacked, unacked=unacked,
+                                  urgent=cfg.urgent_topics)
         self.channels = Channels(MemoryProducer(self.log), consumer,
                                  (self.log.partitions, self.log.partitions),
                                  {f"{t}:{p}" for t in topics for p in range(self.log.partitions)})

@@ -69,9 +69,12 @@ class Outbox:
         topic: str, dead_topic: str, key_for: Callable[[Request], bytes],
         encode: Callable[[Request], bytes], stats: StatsCollector, backoff: float = 0.5,
         backoff_max: float = 30.0, stop: Callable[[str], None] | None = None,
+        topic_for: Callable[[Request], str] | None = None,
     ) -> None:
+        """*topic_for* picks a request's topic (its priority band); without it, *topic*."""
         self.bloom, self.local, self._send, self.barrier = bloom, local, send, barrier
         self.topic, self.dead_topic = topic, dead_topic
+        self.topic_for = topic_for or (lambda _request: topic)
         self.key_for, self.encode, self.stats = key_for, encode, stats
         self.retry = RedisRetry("dupefilter", base=backoff, cap=backoff_max)
         self.stop = stop  # called once with the error line when Redis refuses for good
@@ -172,7 +175,8 @@ class Outbox:
             self.barrier.end(pending.op)
             return
         key = self.key_for(pending.request)
-        self._send(self.topic, key, value, lambda _p, _o: self._sent(pending),
+        self._send(self.topic_for(pending.request), key, value,
+                   lambda _p, _o: self._sent(pending),
                    rejected=lambda exc: self._refused(pending, len(value), exc))
 
     def _refused(self, pending: _Pending, size: int, exc: BaseException) -> None:

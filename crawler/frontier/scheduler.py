@@ -78,7 +78,8 @@ class KafkaScheduler(Records, BaseScheduler):
         self.worker = worker_id()
         self.leases = LeaseRegistry(self._ack, ended=self._lease_ended)
         self.barrier = self.leases.barrier
-        self.buffer: RequestBuffer[Lease] = RequestBuffer()
+        self.buffer: RequestBuffer[Lease] = RequestBuffer(band_of=config.band_of,
+                                                          min_share=config.min_share)
         self.recent = RecentFingerprints(config.recent_window)
         self.lifecycle = WorkerLifecycle(crawler, config, self.worker)
         self.redis: aioredis.Redis | None = None
@@ -144,7 +145,7 @@ class KafkaScheduler(Records, BaseScheduler):
                                           error_rate=cfg.local_error_rate),
             send=self.sender.send, barrier=self.barrier, topic=cfg.requests_topic,
             dead_topic=cfg.dead_topic, key_for=cfg.partition_key, encode=self._encode,
-            stats=self.stats, stop=self.lifecycle.dupefilter_refused)
+            stats=self.stats, stop=self.lifecycle.dupefilter_refused, topic_for=cfg.topic_for)
         self.seeds = SeedClaims(
             spider=spider, fingerprint=self.crawler.request_fingerprinter.fingerprint,
             state=state, submit=self.outbox.submit, stats=self.stats, finish=self._finish,

@@ -116,9 +116,7 @@ def test_flushall_mid_crawl_pauses_the_workers(stack, crawl_id: str, tmp_path: P
         with server.lock:  # type: ignore[attr-defined]
             return Counter(fetches)
 
-    # The site is one host, and the default partitioning by host would give all of it to
-    # one worker (the other would never touch the filter). By URL both workers crawl.
-    settings = {"KAFKA_PARTITION_BY": "url"}
+    settings: dict[str, object] = {}  # the defaults: both workers share the one host
     try:
         with running(2, worker_command(server.base_url + "/", settings), env,
                      tmp_path / "logs") as workers:

@@ -68,7 +68,7 @@ def _cluster(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
 def test_status_shows_both_live_workers(stack, demo_site, crawl_id, tmp_path):
     env = {**os.environ, **stack.env(), "CRAWL_ID": crawl_id,
            "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
-    cmd = worker_command(demo_site + "/", {"CRAWL_IDLE_TIMEOUT": 30, "KAFKA_PARTITION_BY": "url"})
+    cmd = worker_command(demo_site + "/", {"CRAWL_IDLE_TIMEOUT": 30})
     with running(2, cmd, env, tmp_path) as workers:
         pids = {w.process.pid for w in workers}
         _wait_for(env["REDIS_URL"], crawl_id, pids)
@@ -102,7 +102,7 @@ def test_pause_resume_and_stop_act_on_every_worker(stack, crawl_id, tmp_path):
     server = site.serve(tmp_path / "site")
     stored = lambda: stored_pages(env["MONGO_URI"], "crawler", crawl_id)[0]  # noqa: E731
     cmd = worker_command(server.base_url + "/", {
-        "CRAWL_IDLE_TIMEOUT": 30, "KAFKA_PARTITION_BY": "url", "CONCURRENT_REQUESTS": 2})
+        "CRAWL_IDLE_TIMEOUT": 30, "CONCURRENT_REQUESTS": 2})
     try:
         with running(2, cmd, env, tmp_path / "logs") as workers:
             wait_until(lambda: stored() >= 20, 90, "20 pages stored")

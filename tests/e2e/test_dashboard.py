@@ -273,7 +273,7 @@ def test_dashboard_over_two_live_workers(stack, crawl_id, tmp_path):
     site.generate(tmp_path / "site", 3000)
     server = site.serve(tmp_path / "site")
     cmd = worker_command(server.base_url + "/", {
-        "CRAWL_IDLE_TIMEOUT": 30, "KAFKA_PARTITION_BY": "url", "CONCURRENT_REQUESTS": 2,
+        "CRAWL_IDLE_TIMEOUT": 30, "CONCURRENT_REQUESTS": 2,
         "DOWNLOAD_DELAY": 0.02})  # about 100 pages/s: the crawl lasts while the page is shot
     dash: subprocess.Popen[str] | None = None
     try:

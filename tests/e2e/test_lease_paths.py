@@ -75,7 +75,7 @@ def test_every_way_a_request_ends_acknowledges_its_lease(stack, crawl_id, tmp_pa
     base = f"http://127.0.0.1:{server.server_port}"
     env = {**stack.env(), "CRAWL_ID": crawl_id}
     cmd = [sys.executable, "-m", "scrapy", "runspider", str(HERE / "spiders" / "paths.py"),
-           "-a", f"base={base}", "-s", "CRAWL_IDLE_TIMEOUT=4", "-s", "KAFKA_PARTITION_BY=url",
+           "-a", f"base={base}", "-s", "CRAWL_IDLE_TIMEOUT=4",
            "-s", "LOG_LEVEL=INFO"]
     try:
         with running(2, cmd, env, tmp_path) as workers:

@@ -82,12 +82,11 @@ def _reachable(site: Site) -> set[int]:
 
 def _settings(proxies: list[str]) -> dict[str, object]:
     """Defaults except: the rate limiter and the proxies are switched on by setting them;
-    KAFKA_PARTITION_BY=url spreads two hosts over both workers (the default, host, could
-    give one worker both); RATELIMIT_MIN_RATE 1 instead of 0.05, or the 429/503s could halve
+    RATELIMIT_MIN_RATE 1 instead of 0.05, or the 429/503s could halve
     the rate down to one request every 20 s, far past the test's time budget (0.05 is right
     for a real site asking to slow down); CRAWL_IDLE_TIMEOUT 6 instead of 30 ends it sooner."""
     return {
-        "CRAWL_IDLE_TIMEOUT": 6, "KAFKA_PARTITION_BY": "url",
+        "CRAWL_IDLE_TIMEOUT": 6,
         "RATELIMIT_RATE": RATE, "RATELIMIT_BURST": BURST, "RATELIMIT_MIN_RATE": 1.0,
         "ROTATING_PROXY_LIST": ",".join(proxies),
     }

@@ -152,10 +152,9 @@ def test_three_workers_crawl_through_the_secured_stack_and_no_secret_leaks(
         tmp_path: Path) -> None:
     env = scrapy_env(secured, crawl_id)
     # METRICS_ENABLED: the exporter is off by default (it opens a port); its pages are
-    # scanned here. KAFKA_PARTITION_BY=url: with the default (host) one worker does the
-    # whole site (issue 14); here all three must talk to the secured services.
+    # scanned here.
     # The default CRAWL_IDLE_TIMEOUT (30 s) keeps the workers up while the commands run.
-    cmd = worker_command(demo_site + "/", {"METRICS_ENABLED": True, "KAFKA_PARTITION_BY": "url"})
+    cmd = worker_command(demo_site + "/", {"METRICS_ENABLED": True})
     seen: list[str] = []
     with running(3, cmd, env, tmp_path / "logs") as workers:
         wait_until(lambda: len(beats := heartbeats(env, crawl_id)) == 3

@@ -50,7 +50,7 @@ def test_seeds_from_any_client_dedup_and_dead_letters(
         producer.send(f"{crawl_id}.requests", value=value)
     producer.flush()
     producer.close()
-    cmd = worker_command(demo_site + "/", {"CRAWL_IDLE_TIMEOUT": 3, "KAFKA_PARTITION_BY": "url"})
+    cmd = worker_command(demo_site + "/", {"CRAWL_IDLE_TIMEOUT": 3})
     with running(3, cmd, env, tmp_path) as workers:  # the same start_urls thrice
         assert wait_all(workers, timeout=120) == [0, 0, 0]
     with MongoClient(env["MONGO_URI"]) as client:

@@ -257,9 +257,6 @@ def distributed_settings(port: int, proxies: list[str]) -> dict[str, Any]:
         # them from their first second (the default 0 picks a free port, published in the
         # worker's heartbeat as metrics_port)
         "METRICS_PORT": port,
-        # the demo site is one host: partitioned by host (the default) all its pages land in
-        # one partition, owned by one worker, and the other would have nothing to crawl
-        "KAFKA_PARTITION_BY": "url",
         # a rate switches the rate limiter on (it is off without one); 4 requests/s for the
         # one host, shared by both workers through Redis, makes requests wait for tokens
         "RATELIMIT_RATE": 4,

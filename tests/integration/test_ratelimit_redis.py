@@ -379,7 +379,7 @@ def test_two_workers_share_one_rate_for_a_host(
     threading.Thread(target=server.serve_forever, daemon=True).start()
     middleware = {"crawler.middlewares.ratelimit.RateLimitMiddleware": 560}
     cmd = worker_command(server.base_url + "/", {
-        "CRAWL_IDLE_TIMEOUT": 3, "KAFKA_PARTITION_BY": "url", "RATELIMIT_ENABLED": True,
+        "CRAWL_IDLE_TIMEOUT": 3, "RATELIMIT_ENABLED": True,
         "RATELIMIT_RATE": rate, "RATELIMIT_BURST": burst,
         "DOWNLOADER_MIDDLEWARES": json.dumps(middleware),
     })

@@ -43,6 +43,7 @@ def _no_services_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 CRAWL = "mem"
 REQUESTS, SEEDS, DEAD = f"{CRAWL}.requests", f"{CRAWL}.seeds", f"{CRAWL}.dead"
+HIGH = f"{CRAWL}.requests.1"  # the band of priorities from 1 up (KAFKA_PRIORITY_BANDS)
 SETTINGS = {
     "CRAWL_ID": CRAWL, "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1",
     "REDIS_URL": "redis://127.0.0.1:1", "KAFKA_PARTITIONS": 2, "KAFKA_PARTITION_BY": "url",
@@ -195,8 +196,8 @@ def make_worker() -> MakeWorker:
         scheduler.start(spider, bloom=bloom, state=crawl_state or state, ledger=state,
                         state_ttl=60.0)
         worker = Worker(scheduler, transport, state, engine, spider)
-        worker.consumer.assign(assign if assign is not None else [(REQUESTS, 0), (REQUESTS, 1),
-                                                                  (SEEDS, 0), (SEEDS, 1)])
+        worker.consumer.assign(assign if assign is not None else [
+            (REQUESTS, 0), (REQUESTS, 1), (HIGH, 0), (HIGH, 1), (SEEDS, 0), (SEEDS, 1)])
         return worker
 
     return make

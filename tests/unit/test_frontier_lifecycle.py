@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import REQUESTS, SEEDS, MakeWorker, put, settle
+from conftest import HIGH, REQUESTS, SEEDS, MakeWorker, put, settle
 from scrapy import Request
 
 
@@ -30,7 +30,8 @@ def test_a_worker_is_idle_only_once_everything_it_holds_is_acknowledged(
         assert life.local_idle()
         state = life.local_state()
         assert state.idle and state.info["acked"] == 1 and state.info["unacked"] == 0
-        assert state.assigned == sorted(f"{t}:{p}" for t in (REQUESTS, SEEDS) for p in (0, 1))
+        assert state.assigned == sorted(f"{t}:{p}" for t in (REQUESTS, HIGH, SEEDS)
+                                        for p in (0, 1))
 
     asyncio.run(scenario())
 
@@ -120,7 +121,7 @@ def test_a_drained_crawl_finishes_after_the_idle_timeout(make_worker: MakeWorker
 
 def test_a_worker_missing_a_partition_keeps_the_crawl_open(make_worker: MakeWorker) -> None:
     async def scenario() -> None:
-        w = make_worker(assign=[(REQUESTS, 0), (SEEDS, 0), (SEEDS, 1)],
+        w = make_worker(assign=[(REQUESTS, 0), (HIGH, 0), (HIGH, 1), (SEEDS, 0), (SEEDS, 1)],
                         CRAWL_IDLE_TIMEOUT=0.2, CRAWL_HEARTBEAT_INTERVAL=0.1)
         completion = w.scheduler.lifecycle.completion
         assert completion is not None

@@ -7,6 +7,7 @@ import threading
 import time
 from typing import Any
 
+from kafka import TopicPartition
 from kafka.future import Future
 
 from crawler.frontier.consumer import ConsumerLoop
@@ -104,18 +105,22 @@ def test_a_failed_send_is_retried_and_acked_once() -> None:
 
 
 class FakeConsumer:
-    def __init__(self) -> None:
+    def __init__(self, topics: tuple[str, ...] = ("t",)) -> None:
         self.paused: list[bool] = []
+        self.by_topic: dict[str, bool] = {}
         self.polls: list[int] = []
+        self.topics = topics
 
-    def assignment(self) -> set[str]:
-        return {"t-0"}
+    def assignment(self) -> set[TopicPartition]:
+        return {TopicPartition(t, 0) for t in self.topics}
 
     def pause(self, *parts: Any) -> None:
         self.paused.append(True)
+        self.by_topic.update((tp.topic, True) for tp in parts)
 
     def resume(self, *parts: Any) -> None:
         self.paused.append(False)
+        self.by_topic.update((tp.topic, False) for tp in parts)
 
     def poll(self, timeout_ms: int, max_records: int) -> dict[Any, Any]:
         self.polls.append(max_records)
@@ -129,6 +134,20 @@ def _full_loop() -> tuple[ConsumerLoop, FakeConsumer]:
                         call_from_thread=lambda f, *a: f(*a))
     loop.handed = 8  # the buffer is full
     return loop, consumer
+
+
+def test_a_full_buffer_still_fetches_the_urgent_topics_into_a_second_room() -> None:
+    consumer = FakeConsumer(("t", "t.1", "seeds"))
+    loop = ConsumerLoop(consumer, ["t", "t.1", "seeds"], buffer_size=8,  # type: ignore[arg-type]
+                        commit_interval=1.0, deliver=lambda records: None,
+                        call_from_thread=lambda f, *a: f(*a), urgent=frozenset({"t.1", "seeds"}))
+    loop.handed = 10  # the buffer is full, and 2 urgent records are over it
+    loop._poll_once()
+    assert consumer.by_topic == {"t": True, "t.1": False, "seeds": False}
+    assert consumer.polls == [6]
+    loop.handed = 16  # both rooms are full
+    loop._poll_once()
+    assert consumer.by_topic == {"t": True, "t.1": True, "seeds": True}
 
 
 def test_a_full_buffer_that_empties_soon_is_not_paused() -> None:
