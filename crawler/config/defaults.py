@@ -158,3 +158,6 @@ ALERT_NODE_SILENT_SECONDS = 30.0  # a heartbeat older than this in {CRAWL_ID}:wo
 ALERT_TTL = 60.0  # seconds an alert stays in {CRAWL_ID}:alerts unless refreshed
 ALERT_WEBHOOK_URL = ""  # POST each alert as JSON here when it becomes active; empty: none
 ALERT_WEBHOOK_TIMEOUT = 5.0  # seconds the webhook POST may take
+
+# --- recrawl (docs/recrawl.md) ---
+RECRAWL_AFTER = 0.0  # seconds after which a URL seen before is fetched again; 0 = never

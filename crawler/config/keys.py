@@ -38,6 +38,16 @@ class CrawlKeys:
         """The shared Bloom filter's metadata hash; its slices are ``<bloom>:<n>[:<piece>]``."""
         return self.prefix + "bloom"
 
+    def bloom_generation(self, generation: int) -> str:
+        """The Bloom filter of recrawl generation *generation* (``RECRAWL_AFTER > 0``), laid
+        out as :attr:`bloom` is: ``<bloom>:g<n>:meta``, ``<bloom>:g<n>:s<i>[:<piece>]``."""
+        return f"{self.bloom}:g{generation}"
+
+    @property
+    def recrawl(self) -> str:
+        """Hash: the recrawl generation (``generation``, ``started``, ``after``; Redis time)."""
+        return self.prefix + "recrawl"
+
     @property
     def workers(self) -> str:
         """Hash: worker id -> JSON heartbeat."""

@@ -5,6 +5,9 @@
 - :mod:`~crawler.dedup.dupefilter`: :class:`RedisBloom` (one filter per crawl, shared by
   every worker) and :class:`LocalBloomDupeFilter` (single-node mode).
 - :mod:`~crawler.dedup.local`: in-process Bloom filters.
+- :mod:`~crawler.dedup.generations`: ``RECRAWL_AFTER`` and the generation clock (pure).
+- :mod:`~crawler.dedup.recrawl`: :class:`~crawler.dedup.recrawl.RecrawlBloom`, one filter
+  per recrawl generation, two at a time (``docs/recrawl.md``).
 """
 
 from crawler.dedup.dupefilter import BloomMissing, RedisBloom

@@ -7,12 +7,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from crawler.config import readers as config
+from crawler.dedup.generations import RecrawlConfig
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -67,19 +68,34 @@ class DedupFactory:
     raises :class:`~crawler.config.readers.SettingError` for a bad value.
     """
 
-    def __init__(self, backend: type, crawler: Crawler) -> None:
+    def __init__(self, backend: type, crawler: Crawler, *,
+                 recrawl: RecrawlConfig | None = None) -> None:
         self.backend = backend
         self.crawler = crawler
+        self.recrawl = recrawl or RecrawlConfig()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         backend = load_backend(crawler.settings)
         _warn_unused_dupefilter(crawler.settings)
-        return cls(backend, crawler)
+        return cls(backend, crawler, recrawl=RecrawlConfig.from_settings(crawler.settings))
 
     def __call__(self, client: aioredis.Redis | None, key: str) -> DedupBackend:
+        if self.recrawl.enabled and client is not None:
+            return self._generations(client)
         backend: DedupBackend = build_from_crawler(self.backend, self.crawler, client, key=key)
         return backend
+
+    def _generations(self, client: aioredis.Redis) -> DedupBackend:
+        """``RECRAWL_AFTER > 0``: the crawl's filters by generation (docs/recrawl.md)."""
+        from crawler.dedup.recrawl import RecrawlBloom  # imports the Redis filter
+
+        crawl = config.crawl_id(self.crawler.settings,
+                                getattr(self.crawler.spidercls, "name", "") or "")
+        return RecrawlBloom(
+            client, crawl, after=self.recrawl.after,
+            make=lambda key: build_from_crawler(self.backend, self.crawler, client, key=key),
+            on_missing=on_missing_setting(self.crawler.settings), stats=self.crawler.stats)
 
 
 def _warn_unused_dupefilter(settings: BaseSettings) -> None:
@@ -104,4 +120,13 @@ def load_backend(settings: BaseSettings) -> type:
     check = getattr(backend, "check_settings", None)
     if callable(check):
         check(settings)
+    if RecrawlConfig.from_settings(settings).enabled and not _generational(backend):
+        raise config.SettingError("RECRAWL_AFTER", f"needs FRONTIER_DEDUP_CLASS to be "
+                                  f"crawler.dedup.RedisBloom or a subclass, not {path!r}")
     return backend  # type: ignore[no-any-return]
+
+
+def _generational(backend: Any) -> bool:
+    from crawler.dedup.dupefilter import RedisBloom  # imports the Redis filter
+
+    return isinstance(backend, type) and issubclass(backend, RedisBloom)

@@ -64,6 +64,10 @@ class BloomInfo:
     current_fill: float  # items / capacity of the newest slice
     fill: float  # items / capacity of all slices
     memory_bytes: int  # bytes of the slices' bit arrays
+    generation: int = 0  # the recrawl generation whose filter this is; 0: no recrawl
+    generation_age: float | None = None  # seconds since that generation began (Redis time)
+    recrawl_after: float = 0.0  # RECRAWL_AFTER the generation was last advanced with
+    previous_memory_bytes: int = 0  # bytes of the previous generation's filter
 
 
 def _flags(value: bytes | str) -> list[bool]:
@@ -95,7 +99,7 @@ class RedisBloom:
         if not 8 <= piece_bits <= sizing.MAX_SLICE_BITS:  # a piece is one Redis string
             raise ValueError(f"piece_bits must be >= 8 and <= {sizing.MAX_SLICE_BITS}, "
                              f"got {piece_bits}")
-        if on_missing not in ON_MISSING:
+        if on_missing not in (*ON_MISSING, "raise"):  # raise: the caller decides (recrawl)
             raise ValueError(f"on_missing must be one of {ON_MISSING}, got {on_missing!r}")
         self.client = client
         self.key = key
@@ -111,6 +115,7 @@ class RedisBloom:
         self._scripts: dict[str, AsyncScript] = {}
         self._warned_full = False
         self._warned_unfiltered = False
+        self.crawl_keys: CrawlKeys | None = None  # whose recrawl hash info() reads (for_crawl)
 
     @classmethod
     def check_settings(cls, settings: BaseSettings) -> None:
@@ -132,17 +137,22 @@ class RedisBloom:
         """The filter of crawl *crawl_id* (``{<CRAWL_ID>}:bloom``) sized by *cfg*: a
         read-only handle for :meth:`info` (never opened), as ``scrapy cluster`` and the
         alerts use."""
-        return cls(client, CrawlKeys(crawl_id).bloom, capacity=cfg.capacity,
-                   error_rate=cfg.error_rate, growth=cfg.growth)
+        handle = cls(client, CrawlKeys(crawl_id).bloom, capacity=cfg.capacity,
+                     error_rate=cfg.error_rate, growth=cfg.growth)
+        handle.crawl_keys = CrawlKeys(crawl_id)  # info() follows the recrawl generation
+        return handle
 
-    async def open(self) -> None:
+    async def open(self, *, create: bool = True) -> None:
         """Load the scripts and create the filter, or adopt the parameters stored in
         Redis if it exists (a warning if they differ from ours). An existing filter
-        planned with fewer slices gets the slices it lacks."""
+        planned with fewer slices gets the slices it lacks. With *create* false, only
+        the scripts are loaded (a filter that may be gone: a previous recrawl generation)."""
         sources = {"create": LUA_CREATE, "check": LUA_CHECK, "add": LUA_ADD}
         for name, source in sources.items():
             self._scripts[name] = self.client.register_script(source)
             await self.client.script_load(source)
+        if not create:
+            return
         stored = await self._run("create", self._create_args())
         params = (int(stored[0]), float(stored[1]), int(stored[2]))
         if params != (self.capacity, self.error_rate, self.growth):
@@ -190,6 +200,8 @@ class RedisBloom:
         return result
 
     async def _vanished(self) -> None:
+        if self.on_missing == "raise":
+            raise BloomMissing(f"Bloom filter {self.key} is missing from Redis")
         if not self.missing and self.missing_seen is not None:
             self.missing_seen()
         if self.on_missing == "recreate":
@@ -254,30 +266,60 @@ class RedisBloom:
                 self.key, self.error_rate,
             )
 
-    def _piece_keys(self, meta: dict[str, int], slices: int) -> list[str]:
+    @staticmethod
+    def _piece_keys(base: str, meta: dict[str, int], slices: int) -> list[str]:
         keys = []
         for i in range(slices):
             bits = meta[f"s{i}:bits"]
             per = meta.get("piece_bits", bits)  # none: a filter made before pieces
             pieces = len(piece_sizes(bits, min(per, bits)))
-            keys += [piece_key(f"{self.key}:s{i}", j) for j in range(pieces)]
+            keys += [piece_key(f"{base}:s{i}", j) for j in range(pieces)]
         return keys
 
+    async def _generation(self) -> tuple[str, dict[str, Any]]:
+        """The key to describe: this one, or that of the current recrawl generation if the
+        crawl has one (a :meth:`for_crawl` handle), with the generation's fields."""
+        if self.crawl_keys is None:
+            return self.key, {}
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.time()
+            pipe.hmget(self.crawl_keys.recrawl, "generation", "started", "after")
+            (seconds, micros), (number, started, after) = await pipe.execute()
+        if number is None:
+            return self.key, {}
+        age = max(seconds + micros / 1e6 - float(started or 0), 0.0)
+        return self.crawl_keys.bloom_generation(int(number)), {
+            "generation": int(number), "recrawl_after": float(after or 0),
+            "generation_age": age,
+            "previous_memory_bytes": await self._memory(
+                self.crawl_keys.bloom_generation(int(number) - 1))}
+
+    async def _meta_of(self, key: str) -> dict[str, int]:
+        raw = await self.client.hgetall(f"{key}:meta")
+        return {_text(k): int(float(_text(v))) for k, v in raw.items() if _text(k) != "error_rate"}
+
+    async def _memory(self, key: str, meta: dict[str, int] | None = None) -> int:
+        """Bytes of the slices of filter *key* (0 if it does not exist)."""
+        meta = await self._meta_of(key) if meta is None else meta
+        async with self.client.pipeline(transaction=False) as pipe:
+            for piece in self._piece_keys(key, meta, meta.get("slices", 0)):
+                pipe.strlen(piece)
+            sizes = await pipe.execute()
+        return sum(sizes)
+
     async def info(self) -> BloomInfo:
-        """Slices, items, capacity, fill and memory of the filter (zeros if it does not exist)."""
-        raw = await self.client.hgetall(self._meta)
-        meta = {_text(k): int(float(_text(v))) for k, v in raw.items() if _text(k) != "error_rate"}
+        """Slices, items, capacity, fill and memory of the filter (zeros if it does not
+        exist); with recrawl generations, of the current generation's filter."""
+        key, generation = await self._generation()
+        meta = await self._meta_of(key)
         slices = meta.get("slices", 0)
         counts = [meta.get(f"s{i}:count", 0) for i in range(slices)]
         capacities = [meta[f"s{i}:capacity"] for i in range(slices)]
-        async with self.client.pipeline(transaction=False) as pipe:
-            for key in self._piece_keys(meta, slices):
-                pipe.strlen(key)
-            sizes = await pipe.execute()
+        memory = await self._memory(key, meta)
         total = sum(capacities)
         return BloomInfo(
-            key=self.key, capacity=total, error_rate=self.error_rate, growth=self.growth,
+            key=key, capacity=total, error_rate=self.error_rate, growth=self.growth,
             slices=slices, items=sum(counts),
             current_fill=counts[-1] / capacities[-1] if slices else 0.0,
-            fill=sum(counts) / total if total else 0.0, memory_bytes=sum(sizes),
+            fill=sum(counts) / total if total else 0.0, memory_bytes=memory, **generation,
         )

@@ -18,6 +18,7 @@ crawl (:class:`LocalBloomDupeFilter`, Scrapy's ``DUPEFILTER_CLASS``), and it gro
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Self
 
 from pybloom_live import BloomFilter, ScalableBloomFilter
@@ -43,7 +44,10 @@ class LocalBloom:
 
     GENERATIONS = 2
 
-    def __init__(self, capacity: int, error_rate: float) -> None:
+    def __init__(self, capacity: int, error_rate: float, *,
+                 recrawl: Callable[[], int] | None = None) -> None:
+        """*recrawl*: the recrawl generation it is now (``RECRAWL_AFTER > 0``); when it
+        changes, everything held is forgotten, so a URL due again is asked of Redis."""
         validate(capacity=capacity, error_rate=error_rate, prefix="BLOOM_LOCAL", max_bits=None)
         self.capacity = capacity
         self.error_rate = error_rate
@@ -51,10 +55,21 @@ class LocalBloom:
         self._share = error_rate / self.GENERATIONS
         self._current = BloomFilter(capacity, self._share)
         self._previous: BloomFilter | None = None
+        self._recrawl = recrawl
+        self._recrawl_generation = recrawl() if recrawl is not None else 0
 
     def __contains__(self, fp: bytes) -> bool:
+        self._forget_on_recrawl()
         key = fp.hex()
         return key in self._current or (self._previous is not None and key in self._previous)
+
+    def _forget_on_recrawl(self) -> None:
+        if self._recrawl is None:
+            return
+        generation = self._recrawl()
+        if generation != self._recrawl_generation:
+            self._recrawl_generation = generation
+            self._current, self._previous = BloomFilter(self.capacity, self._share), None
 
     def add(self, fp: bytes) -> bool:
         """Add *fp* to the current generation; True if neither generation knew it."""

@@ -62,3 +62,6 @@ LUA_CREATE = LUA_SLICES + _script("create.lua")
 LUA_CHECK = LUA_COMMON + _script("check.lua")
 
 LUA_ADD = LUA_COMMON + _script("add.lua")
+
+# KEYS[1]: the recrawl hash; ARGV: after, create, key (see crawler.dedup.recrawl).
+LUA_TICK = _script("tick.lua")

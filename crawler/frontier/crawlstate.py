@@ -99,10 +99,15 @@ def parse_heartbeats(raw: Mapping[Any, Any]) -> tuple[dict[str, dict[str, Any]],
     return workers, sorted(unreadable)
 
 
+# KEYS[2]: the recrawl hash; with RECRAWL_AFTER > 0 a claim lasts one interval at most, so
+# a seed given again after it is claimed again (and the dupefilter says if it is due).
 _CLAIM = """
 local owner = redis.call('GET', KEYS[1])
 if not owner then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  local ttl = tonumber(ARGV[2])
+  local after = tonumber(redis.call('HGET', KEYS[2], 'after'))
+  if after and after > 0 then ttl = math.max(1, math.min(ttl, math.floor(after * 1000))) end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
   return 1
 end
 if owner == ARGV[1] then return 1 end
@@ -234,10 +239,11 @@ class CrawlState:
 
         The same record asking again (a redelivery after a crash) wins again, so
         a seed is neither lost nor seeded twice by concurrent copies of itself.
+        With recrawl generations (``RECRAWL_AFTER``) a claim lasts at most one interval.
         A Redis error is retried for ever (the seed waits, its record unacknowledged);
         one that cannot succeed by waiting is logged as such.
         """
-        keys = [self.keys.seed_claim(fingerprint)]
+        keys = [self.keys.seed_claim(fingerprint), self.keys.recrawl]
         args: list[str | int] = [record, int(ttl * 1000)]
         claimed = await retry(lambda: self._claim(keys=keys, args=args),
                               on_retry=self.retry.on_retry)

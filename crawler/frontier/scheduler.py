@@ -34,6 +34,7 @@ from crawler.connections import shared
 from crawler.connections.tasks import Tasks
 from crawler.dedup.backend import DedupBackend, DedupFactory
 from crawler.dedup.local import LocalBloom
+from crawler.dedup.recrawl import generation_of
 from crawler.frontier import crawllife, crawlstate
 from crawler.frontier.buffer import RequestBuffer
 from crawler.frontier.clients import KafkaTransport
@@ -138,11 +139,12 @@ class KafkaScheduler(Records, BaseScheduler):
         if channels is None:
             channels = self.transport.connect(self.worker, self._on_records, self.unacked_work)
         self.spider, self.bloom, self.state = spider, bloom, state
+        self.recent.recrawl = recrawl = generation_of(bloom)  # docs/recrawl.md
         self.sender, self.consumer = channels.producer, channels.consumer
         self._partitions, self.all_partitions = channels.partitions, channels.all_partitions
         self.outbox = Outbox(
             bloom=bloom, local=LocalBloom(capacity=cfg.local_capacity,
-                                          error_rate=cfg.local_error_rate),
+                                          error_rate=cfg.local_error_rate, recrawl=recrawl),
             send=self.sender.send, barrier=self.barrier, topic=cfg.requests_topic,
             dead_topic=cfg.dead_topic, key_for=cfg.partition_key, encode=self._encode,
             stats=self.stats, stop=self.lifecycle.dupefilter_refused, topic_for=cfg.topic_for)

@@ -219,9 +219,20 @@ def table(rows: list[list[str]]) -> list[str]:
 def _dedup_line(bloom: Mapping[str, Any] | None) -> str:
     if not bloom or not bloom.get("slices"):
         return "no Bloom filter in Redis yet"
-    return (f"Bloom {bloom['key']}: {bloom['items']:,} of {bloom['capacity']:,} fingerprints, "
+    line = (f"Bloom {bloom['key']}: {bloom['items']:,} of {bloom['capacity']:,} fingerprints, "
             f"{bloom['fill']:.2%} full ({bloom['slices']} slice(s), newest "
             f"{bloom['current_fill']:.2%} full), {bloom['memory_bytes'] / 2**20:.1f} MiB")
+    return line + _recrawl_part(bloom)
+
+
+def _recrawl_part(bloom: Mapping[str, Any]) -> str:
+    """``; recrawl generation N, age, RECRAWL_AFTER`` when the crawl has generations."""
+    if not bloom.get("generation"):
+        return ""
+    return (f"; recrawl generation {bloom['generation']}, "
+            f"{float(bloom.get('generation_age') or 0):.0f} s old "
+            f"(RECRAWL_AFTER {float(bloom.get('recrawl_after') or 0):g} s; previous "
+            f"generation {int(bloom.get('previous_memory_bytes') or 0) / 2**20:.1f} MiB)")
 
 
 def _proxy_line(proxies: Mapping[str, int] | None) -> str:

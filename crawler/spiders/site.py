@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -64,7 +65,8 @@ class SiteSpider(Spider):
             "url": response.url,
             "status": response.status,
             "title": self._title(response),
-            "fetched_at": datetime.now(UTC).isoformat(),
+            "fetched_at": datetime.now(UTC).isoformat(timespec="microseconds"),
+            "content_hash": hashlib.sha256(response.body).hexdigest(),  # docs/recrawl.md
             "depth": response.meta.get("depth", 0),
         }
         if isinstance(response, TextResponse):

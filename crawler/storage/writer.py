@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bson.raw_bson import RawBSONDocument
-from pymongo import ReplaceOne
 from pymongo.errors import BulkWriteError, PyMongoError
 from scrapy.exceptions import DropItem
 
@@ -32,6 +31,7 @@ from crawler.storage.errors import (
     is_transient,
     rejects_document,
 )
+from crawler.storage.upserts import Upsert, upsert
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -68,13 +68,13 @@ class Batch:
     """Documents waiting for one bulk write; the newest document of a key wins."""
 
     keys: list[str] = field(default_factory=list)
-    ops: list[ReplaceOne[Any]] = field(default_factory=list)
+    ops: list[Upsert] = field(default_factory=list)
     waiters: list[list[asyncio.Future[None]]] = field(default_factory=list)
     positions: dict[str, int] = field(default_factory=dict)
     timer: asyncio.TimerHandle | None = None
 
     def add(self, key: str, doc: RawBSONDocument, waiter: asyncio.Future[None]) -> None:
-        op: ReplaceOne[Any] = ReplaceOne({"_id": key}, doc, upsert=True)
+        op = upsert(key, doc)
         position = self.positions.get(key)
         if position is None:
             self.positions[key] = len(self.ops)

@@ -38,6 +38,7 @@ PINNED = {
     "host_slots_prefix": "{c-1}:slots:",
     "ratelimit_prefix": "{c-1}:ratelimit:",
     "ratelimit_overrides": "{c-1}:ratelimit:overrides",
+    "recrawl": "{c-1}:recrawl",
 }
 
 # a crawl key or a worker id written out by hand, in the forms Python offers
@@ -64,6 +65,8 @@ def test_per_item_keys() -> None:
     # the host "overrides" must not clash with the overrides hash
     assert keys.ratelimit_bucket("overrides") == "{c-1}:ratelimit:overrides."
     assert keys.family("{c-1}:bloom:s0:3") == "bloom"
+    assert keys.bloom_generation(7) == "{c-1}:bloom:g7"
+    assert keys.family("{c-1}:bloom:g7:s0") == "bloom"
     assert keys.family("{c-1}:seed:abc") == "seed"
     assert keys.family("{c-1}:") == "?"
 
