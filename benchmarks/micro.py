@@ -32,7 +32,13 @@ from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from benchmarks import micro_bloom, micro_codec, micro_demo_site, micro_frontier
+from benchmarks import (
+    micro_bloom,
+    micro_codec,
+    micro_demo_site,
+    micro_frontier,
+    micro_politeness,
+)
 from benchmarks.micro_result import FULL, QUICK, Measurement, Sizes, fmt
 from crawler.localstack.services import redis_binary, tansu_binary
 from crawler.localstack.stack import Stack
@@ -41,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_OUT = Path("docs/benchmarks/micro.md")
 SECTIONS = (micro_bloom.MEMORY, micro_bloom.DEDUP, micro_frontier.FRONTIER, micro_codec.CODEC,
-            micro_demo_site.DEMO_SITE)
+            micro_politeness.POLITENESS, micro_demo_site.DEMO_SITE)
 NOTES = {
     micro_bloom.MEMORY: "A new filter made by `RedisBloom.open()` (growth 2); every key it "
     "created is measured with `MEMORY USAGE key SAMPLES 0`, so allocator rounding counts. "
@@ -58,6 +64,10 @@ NOTES = {
     "kafka-python's record building and parsing (pure Python) and decoding all share one "
     "core under the GIL, so producing and consuming at once costs about their sum.",
     micro_codec.CODEC: "Per call, in this process; records are what goes to Kafka.",
+    micro_politeness.POLITENESS: "What spreading one host over the workers, the cluster-wide "
+    "per-host limits and the priority bands add to each request, in this process (the "
+    "renewals against the stack's Redis). Compare with the encode and decode of a request "
+    "above, and with Scrapy's own cost per page in ../shared/docs/baseline.md.",
     micro_demo_site.DEMO_SITE: "`crawler.localstack.demo_site.serve()` (a threaded `http.server`) "
         "in "
     "this process, with its client threads: both sides share one GIL. The target is about "
@@ -116,7 +126,9 @@ async def measure(env: dict[str, str], sizes: Sizes) -> list[Measurement]:
     logger.info("Bloom filter done")
     frontier = await micro_frontier.run(env["KAFKA_BOOTSTRAP_SERVERS"], sizes)
     logger.info("frontier done")
-    return memory + dedup + frontier + micro_codec.run(sizes) + micro_demo_site.run(sizes)
+    politeness = await micro_politeness.run(env["REDIS_URL"], sizes)
+    return (memory + dedup + frontier + micro_codec.run(sizes) + politeness
+            + micro_demo_site.run(sizes))
 
 
 def table_rows(measurements: list[Measurement]) -> list[list[str]]:

@@ -9,6 +9,7 @@ which raise :class:`~crawler.connections.clients.ServiceUnavailable` naming the 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from crawler.connections.kafka_logs import redact_sasl
@@ -111,10 +112,12 @@ def check_kafka(kafka: Kafka, *, connect_timeout: float) -> None:
 
 
 def ensure_topics(kafka: Kafka, topics: dict[str, int], *, connect_timeout: float,
-                  policy: TopicPolicy | None = None) -> dict[str, int]:
+                  policy: TopicPolicy | None = None,
+                  also: re.Pattern[str] | None = None) -> dict[str, int]:
     """Create the missing *topics* (name -> partitions) durable, as *policy* (default: the
     defaults of the ``KAFKA_*`` topic settings) says, warn about existing ones whose configs
-    lose work (:mod:`.kafka_topics`); returns their partition counts.
+    lose work (:mod:`.kafka_topics`); returns their partition counts, and those of the
+    existing topics whose names match *also*.
 
     Blocking: call it from a thread. Raises :class:`ServiceUnavailable` when the
     broker cannot be reached.
@@ -125,7 +128,10 @@ def ensure_topics(kafka: Kafka, topics: dict[str, int], *, connect_timeout: floa
     admin = kafka_admin(kafka, connect_timeout)
     try:
         created = create_missing(admin, topics, policy)
-        described = admin.describe_topics(list(topics))
+        names = list(topics)
+        if also is not None:
+            names += sorted(t for t in admin.list_topics() if also.fullmatch(t) and t not in topics)
+        described = admin.describe_topics(names)
         secure_and_check(admin, described, created, policy)
         return {d["name"]: len(d["partitions"]) for d in described}
     except KafkaError as exc:

@@ -4,6 +4,8 @@ thread: a :class:`~crawler.frontier.producer.Sender` and a
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +15,8 @@ from crawler.frontier.consumer import ConsumerLoop
 from crawler.frontier.partitioning import SpreadPartitioner
 from crawler.frontier.producer import Sender
 from crawler.frontier.transport import Channels, Deliver
+
+logger = logging.getLogger(__name__)
 
 
 class KafkaTransport:
@@ -35,8 +39,14 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Deliver,
     Blocking: call it from a thread."""
     counts = connection.ensure_topics(
         cfg.kafka, {t: cfg.partitions for t in cfg.topics},
-        policy=cfg.topic_policy, connect_timeout=cfg.connect_timeout)
-    topics = (*cfg.band_topics, cfg.seeds_topic)
+        policy=cfg.topic_policy, connect_timeout=cfg.connect_timeout,
+        also=re.compile(re.escape(cfg.requests_topic) + r"\.\d+"))
+    old = sorted(set(counts) - set(cfg.topics))
+    if old:
+        logger.warning("Consuming %s too: priority bands of this crawl that KAFKA_PRIORITY_BANDS "
+                       "no longer names (their records are fetched; nothing new goes there)",
+                       ", ".join(old))
+    topics = (*cfg.band_topics, *old, cfg.seeds_topic)
     producer = connection.kafka_producer(cfg.kafka, connect_timeout=cfg.connect_timeout,
                                          linger_ms=cfg.linger_ms, client_id=worker,
                                          delivery_timeout=cfg.delivery_timeout,
@@ -52,7 +62,7 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Deliver,
         consumer, list(topics), buffer_size=cfg.buffer_size,
         commit_interval=cfg.commit_interval, deliver=deliver,
         call_from_thread=reactor_call(), max_unacked=cfg.max_unacked, unacked=unacked,
-        urgent=cfg.urgent_topics)
+        urgent=cfg.urgent_topics | set(old))
     return Channels(sender, loop, (counts[cfg.requests_topic], counts[cfg.seeds_topic]),
                     {f"{t}:{p}" for t in topics for p in range(counts[t])})
 

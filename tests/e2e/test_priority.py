@@ -95,3 +95,23 @@ def test_high_priority_seeds_overtake_the_backlog_of_every_worker(stack, crawl_i
           f"backlog fetched by then: {backlog_done}/{BACKLOG}")
     assert took <= 10, f"the last urgent seed was fetched {took:.1f} s after injection"
     assert backlog_done < BACKLOG / 2, "the backlog was half done: priority proves nothing"
+
+
+def test_a_band_the_settings_no_longer_name_is_still_consumed(stack, crawl_id, tmp_path):
+    """A crawl that ran with two thresholds left work in ``<crawl>.requests.2``; run again
+    with the default (one threshold), its records are fetched all the same, with a warning."""
+    env = {**stack.env(), "CRAWL_ID": crawl_id}
+    bootstrap = env["KAFKA_BOOTSTRAP_SERVERS"]
+    with _origin() as (base, fetched):
+        old_band = f"{crawl_id}.requests.2"
+        connection.ensure_topics(bootstrap, {old_band: PARTITIONS}, connect_timeout=5)
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
+        request = Request(f"{base}/left-in-an-old-band", priority=50)
+        producer.send(old_band, value=codec.encode_request(request)).get(timeout=30)
+        producer.close()
+        cmd = worker_command(base + "/start", {"CRAWL_IDLE_TIMEOUT": 3})  # exit soon when done
+        with running(1, cmd, env, tmp_path) as workers:
+            assert [w.process.wait(timeout=120) for w in workers] == [0]
+        log = (tmp_path / "worker-0.log").read_text()
+    assert "/left-in-an-old-band" in fetched
+    assert f"Consuming {old_band} too" in log
