@@ -100,6 +100,17 @@ class RequestBuffer(Generic[L]):
         """Blocked requests per host."""
         return {host: len(entries) for host, entries in self._blocked.items()}
 
+    def waiting_hosts(self, key: Callable[[Request], str], within: float) -> dict[str, int]:
+        """Requests per host (*key*) that wait for a share or for their time: blocked, or
+        delayed (a retry's back-off, a rate limiter's slot) and due in *within* seconds."""
+        counts = self.blocked_hosts()
+        soon = self._clock() + within
+        for due, _seq, request, _lease in self._delayed:
+            if due <= soon:
+                host = key(request)
+                counts[host] = counts.get(host, 0) + 1
+        return counts
+
     def _promote(self) -> None:
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:

@@ -168,8 +168,10 @@ class KafkaScheduler(Records, BaseScheduler):
     def _start_gate(self, slots: SlotStore) -> None:
         if self.host_limit is None:
             return
-        self.gate = HostGate(self.host_limit, slots, self.worker, on_free=self._host_free,
-                             demand=self.buffer.blocked_hosts, stats=self.stats)
+        limits = self.host_limit
+        self.gate = HostGate(limits, slots, self.worker, on_free=self._host_free,
+                             demand=lambda: self.buffer.waiting_hosts(host_key, limits.ttl),
+                             stats=self.stats)
         self.crawler.signals.connect(self.gate.release, signals.request_left_downloader)
         self._tasks.spawn(self.gate.run(), "per-host limits")
 

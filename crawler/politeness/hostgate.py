@@ -52,7 +52,7 @@ class HostGate:
         self._holders: dict[Request, str] = {}
         self._next_start: dict[str, float] = {}
         self._valid_until = 0.0
-        self._asked: set[str] = set()  # the hosts of the latest renewal
+        self._asked: set[str] = set()  # the hosts the latest renewal wanted shares of
         self._wanted = asyncio.Event()
         self._failing = False
 
@@ -65,7 +65,7 @@ class HostGate:
         grant = self.grants.get(host, 0) if now < self._valid_until else 0
         if self.in_flight[host] >= grant:
             if grant == 0 and host not in self._asked:
-                self._wanted.set()  # a host new to this worker: ask now, not at the next beat
+                self._wanted.set()  # not asked for yet: ask now, not at the next beat
             return BLOCKED
         if self.cfg.delay > 0:
             due = self._next_start.get(host, 0.0)
@@ -108,9 +108,10 @@ class HostGate:
         waiting = self._demand()
         hosts = set(waiting) | set(self.in_flight) | set(self.grants)
         limit = self.cfg.concurrency
-        self._asked = hosts
-        return [Demand(host, limit, min(limit, self.in_flight[host] + waiting.get(host, 0)),
-                       self.in_flight[host]) for host in sorted(hosts)]
+        demands = [Demand(host, limit, min(limit, self.in_flight[host] + waiting.get(host, 0)),
+                          self.in_flight[host]) for host in sorted(hosts)]
+        self._asked = {d.host for d in demands if d.want > 0}
+        return demands
 
     async def renew(self) -> None:
         """One round trip for every host this worker has work for or holds a share of."""

@@ -78,7 +78,8 @@ def test_status_shows_both_live_workers(stack, demo_site, crawl_id, tmp_path):
         assert {n["pid"] for n in status["nodes"]} == pids
         assert all(n["health"] in ("ok", "idle") for n in status["nodes"])
         assert status["totals"]["acked"] > 0
-        assert len(status["lag"]["per_partition"]) == 24  # 12 request + 12 seed partitions
+        # 12 partitions each: the requests, the band of priorities from 1 up, the seeds
+        assert len(status["lag"]["per_partition"]) == 36
         assert status["dedup"]["items"] > 0
         assert status["alerts"]["status"] in ("ok", "active")
         text = _cluster(env, "status")  # CRAWL_ID from the environment
