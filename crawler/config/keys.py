@@ -49,6 +49,12 @@ class CrawlKeys:
         return self.prefix + "recrawl"
 
     @property
+    def recrawl_due(self) -> str:
+        """Hash: fingerprint (hex) -> Redis time its request was last queued, for the
+        requests with a ``recrawl_after`` meta only (:mod:`crawler.dedup.due`)."""
+        return self.prefix + "recrawl:due"
+
+    @property
     def workers(self) -> str:
         """Hash: worker id -> JSON heartbeat."""
         return self.prefix + "workers"

@@ -8,6 +8,8 @@
 - :mod:`~crawler.dedup.generations`: ``RECRAWL_AFTER`` and the generation clock (pure).
 - :mod:`~crawler.dedup.recrawl`: :class:`~crawler.dedup.recrawl.RecrawlBloom`, one filter
   per recrawl generation, two at a time (``docs/recrawl.md``).
+- :mod:`~crawler.dedup.due`: the per-request interval (meta ``recrawl_after``), one time
+  per such URL in Redis.
 """
 
 from crawler.dedup.dupefilter import BloomMissing, RedisBloom

@@ -65,3 +65,7 @@ LUA_ADD = LUA_COMMON + _script("add.lua")
 
 # KEYS[1]: the recrawl hash; ARGV: after, create, key (see crawler.dedup.recrawl).
 LUA_TICK = _script("tick.lua")
+
+# KEYS[1]: the due hash of per-request intervals (crawler.dedup.due); ARGV: see the files.
+LUA_DUE_CHECK = _script("due_check.lua")
+LUA_DUE_RECORD = _script("due_record.lua")

@@ -4,8 +4,10 @@ The order is what keeps the guarantee (delivery trap 1): a fingerprint is
 *checked* (read-only) in batches, the new requests are produced with
 ``acks=all``, and only once the broker has them are their fingerprints *added*
 to the Bloom filter. A URL is therefore never both filtered and absent from the
-log. Each request is an :class:`~crawler.frontier.leases.AckBarrier` operation, so the
-request that produced it is acknowledged only after the send succeeded.
+log. A request with a ``recrawl_after`` meta is checked against, and recorded in, the
+store of :mod:`crawler.dedup.due` instead, in the same order (docs/recrawl.md). Each
+request is an :class:`~crawler.frontier.leases.AckBarrier` operation, so the request that
+produced it is acknowledged only after the send succeeded.
 
 Dupefilter calls follow :mod:`crawler.connections.redis_errors`: a transient error (an outage, a
 failover, a missing filter: :class:`~crawler.dedup.dupefilter.BloomMissing`) is retried with
@@ -29,6 +31,7 @@ from scrapy.statscollectors import StatsCollector
 
 from crawler.connections.retry import RedisRetry, RetryStopped, retry
 from crawler.connections.tasks import Tasks
+from crawler.dedup.due import DueStore, MemoryDue, interval_of
 from crawler.frontier.codec import CodecError
 from crawler.frontier.leases import AckBarrier
 
@@ -59,6 +62,7 @@ class _Pending:
     fingerprint: bytes
     filtered: bool
     op: int
+    after: float | None = None  # its recrawl_after meta: checked by the due store
 
 
 class Outbox:
@@ -69,30 +73,35 @@ class Outbox:
         topic: str, dead_topic: str, key_for: Callable[[Request], bytes],
         encode: Callable[[Request], bytes], stats: StatsCollector, backoff: float = 0.5,
         backoff_max: float = 30.0, stop: Callable[[str], None] | None = None,
-        topic_for: Callable[[Request], str] | None = None,
+        topic_for: Callable[[Request], str] | None = None, due: DueStore | None = None,
     ) -> None:
-        """*topic_for* picks a request's topic (its priority band); without it, *topic*."""
+        """*topic_for* picks a request's topic (its priority band); without it, *topic*.
+        *due* knows when the requests with a ``recrawl_after`` meta were last queued."""
         self.bloom, self.local, self._send, self.barrier = bloom, local, send, barrier
         self.topic, self.dead_topic = topic, dead_topic
         self.topic_for = topic_for or (lambda _request: topic)
         self.key_for, self.encode, self.stats = key_for, encode, stats
+        self.due: DueStore = due if due is not None else MemoryDue()
         self.retry = RedisRetry("dupefilter", base=backoff, cap=backoff_max)
         self.stop = stop  # called once with the error line when Redis refuses for good
         self.fatal: str | None = None  # the error line, once Redis refused for good
         self.abandoned = 0  # barrier operations given up after a deterministic error
         self._batch: list[_Pending] = []
         self._to_add: list[bytes] = []
+        self._to_record: list[bytes] = []
         self._in_progress: set[bytes] = set()
         self._tasks = Tasks("dupefilter")
         self._local_hits = 0  # added to the stats by flush_stats(): the hot path stays cheap
 
     def submit(self, request: Request, fingerprint: bytes, *, filtered: bool = True) -> bool:
         """Queue *request*; False if this worker already knows it is a duplicate."""
-        if filtered and (fingerprint in self._in_progress or fingerprint in self.local):
+        after = interval_of(request, self.stats) if filtered else None
+        if filtered and (fingerprint in self._in_progress
+                         or (after is None and fingerprint in self.local)):
             self._local_hits += 1
             return False
         self._in_progress.add(fingerprint)
-        self._batch.append(_Pending(request, fingerprint, filtered, self.barrier.begin()))
+        self._batch.append(_Pending(request, fingerprint, filtered, self.barrier.begin(), after))
         if len(self._batch) == 1:
             asyncio.get_running_loop().call_soon(self._spawn_flush)
         return True
@@ -148,22 +157,35 @@ class Outbox:
             self._tasks.spawn(self._flush(batch), "check")
 
     async def _flush(self, batch: list[_Pending]) -> None:
-        checked = [p for p in batch if p.filtered]
-        fps = [p.fingerprint for p in checked]
         try:
-            seen = await self._retry(self.bloom.check, fps) if fps else []
+            dupes = await self._dupes(batch)
         except RetryStopped:
             self.abandoned += len(batch)  # never ended: their parents' leases stay open
             return
-        dupes = {id(p) for p, s in zip(checked, seen, strict=True) if s}
         for pending in batch:
-            if id(pending) in dupes:
+            if id(pending) not in dupes:
+                self._produce(pending)
+                continue
+            if pending.after is None:
                 self.stats.inc_value("bloom/filtered")
                 self.local.add(pending.fingerprint)
-                self._in_progress.discard(pending.fingerprint)
-                self.barrier.end(pending.op)
             else:
-                self._produce(pending)
+                self.stats.inc_value("recrawl/not_due")
+            self._in_progress.discard(pending.fingerprint)
+            self.barrier.end(pending.op)
+
+    async def _dupes(self, batch: list[_Pending]) -> set[int]:
+        """The ids of *batch*'s duplicates: by the Bloom filter, or by the due store for the
+        requests with a ``recrawl_after`` meta (both read-only)."""
+        checked = [p for p in batch if p.filtered and p.after is None]
+        timed = [p for p in batch if p.after is not None]
+        intervals = [p.after for p in timed if p.after is not None]
+        fps = [p.fingerprint for p in checked]
+        seen = await self._retry(self.bloom.check, fps) if fps else []
+        fps = [p.fingerprint for p in timed]
+        fresh = (await self._retry(lambda f: self.due.check(f, intervals), fps)
+                 if fps else [])
+        return {id(p) for p, s in zip(checked + timed, seen + fresh, strict=True) if s}
 
     def _produce(self, pending: _Pending) -> None:
         try:
@@ -187,7 +209,11 @@ class Outbox:
     def _sent(self, pending: _Pending) -> None:
         self.stats.inc_value("frontier/produced")
         self.barrier.end(pending.op)
-        if pending.filtered:
+        if pending.after is not None:
+            self._to_record.append(pending.fingerprint)
+            if len(self._to_record) == 1:
+                asyncio.get_running_loop().call_soon(self._spawn_record)
+        elif pending.filtered:
             self._to_add.append(pending.fingerprint)
             if len(self._to_add) == 1:
                 asyncio.get_running_loop().call_soon(self._spawn_add)
@@ -199,13 +225,27 @@ class Outbox:
         if fps:
             self._tasks.spawn(self._add(fps), "add")
 
-    async def _add(self, fps: list[bytes]) -> None:
+    def _spawn_record(self) -> None:
+        fps, self._to_record = self._to_record, []
+        if fps:
+            self._tasks.spawn(self._record(fps), "record")
+
+    async def _record(self, fps: list[bytes]) -> None:
+        """Record when *fps* were queued (produced: acknowledged), then add them to the
+        Bloom filter as any request (which a recrawled one already is in)."""
+        try:
+            await self._retry(self.due.record, fps)
+        except RetryStopped:  # produced, not recorded: it may be queued again, stored once
+            return
+        await self._add(fps, races=False)
+
+    async def _add(self, fps: list[bytes], *, races: bool = True) -> None:
         try:
             new = await self._retry(self.bloom.add, fps)
         except RetryStopped:  # produced, not marked seen: a copy may be crawled twice, stored once
             return
         raced = sum(1 for n in new if not n)
-        if raced:  # another worker produced the same URL meanwhile: crawled twice, stored once
+        if raced and races:  # another worker produced it meanwhile: crawled twice, stored once
             self.stats.inc_value("bloom/race_duplicates", raced)
         for fp in fps:
             self.local.add(fp)

@@ -17,6 +17,7 @@ from scrapy import Request, Spider
 from scrapy.crawler import Crawler
 from scrapy.statscollectors import StatsCollector
 
+from crawler.dedup.due import RECRAWL_META
 from crawler.frontier import codec
 from crawler.frontier.consumer import Record
 from crawler.frontier.leases import AckBarrier, Lease, LeaseRegistry
@@ -79,7 +80,7 @@ class Records:
     def _raced_copy(self, request: Request, record: Record) -> bool:
         """Whether *record* is a second copy of a request this worker consumed from the
         same partition in this epoch (see :mod:`crawler.frontier.recent`)."""
-        if request.dont_filter:
+        if request.dont_filter or RECRAWL_META in request.meta:  # due again: a new copy
             return False
         fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
         if self.recent.seen(fingerprint, (record.topic, record.partition, record.epoch)):

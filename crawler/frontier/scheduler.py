@@ -33,6 +33,7 @@ from crawler.connections import clients as connection
 from crawler.connections import shared
 from crawler.connections.tasks import Tasks
 from crawler.dedup.backend import DedupBackend, DedupFactory
+from crawler.dedup.due import DueStore, MemoryDue, RedisDue
 from crawler.dedup.local import LocalBloom
 from crawler.dedup.recrawl import generation_of
 from crawler.frontier import crawllife, crawlstate
@@ -122,7 +123,8 @@ class KafkaScheduler(Records, BaseScheduler):
                                            self._on_records, self.unacked_work)
         self.start(spider, bloom=bloom, state=state, ledger=RedisLedger(self.redis, cfg.crawl_id),
                    state_ttl=state_ttl, channels=channels,
-                   slots=RedisSlotStore(self.redis, cfg.crawl_id))
+                   slots=RedisSlotStore(self.redis, cfg.crawl_id),
+                   due=RedisDue(self.redis, cfg.crawl_id))
 
     def _bloom(self) -> DedupBackend:
         """The crawl's shared dupefilter (``FRONTIER_DEDUP_CLASS``) on this worker's Redis."""
@@ -130,9 +132,10 @@ class KafkaScheduler(Records, BaseScheduler):
 
     def start(self, spider: Spider, *, bloom: DedupBackend, state: Any, ledger: Ledger | None,
               state_ttl: float, channels: Channels | None = None,
-              slots: SlotStore | None = None) -> None:
+              slots: SlotStore | None = None, due: DueStore | None = None) -> None:
         """Wire the frontier to the crawl's shared state (*state*: seed claims and
-        heartbeats; *slots*: the per-host shares, in memory if not given) and its
+        heartbeats; *slots*: the per-host shares and *due*, the ``recrawl_after`` times,
+        in memory if not given) and its
         transport's *channels* (connected here if not given), then start them. :meth:`open`
         calls it once Redis and Kafka answered."""
         cfg = self.config
@@ -147,7 +150,8 @@ class KafkaScheduler(Records, BaseScheduler):
                                           error_rate=cfg.local_error_rate, recrawl=recrawl),
             send=self.sender.send, barrier=self.barrier, topic=cfg.requests_topic,
             dead_topic=cfg.dead_topic, key_for=cfg.partition_key, encode=self._encode,
-            stats=self.stats, stop=self.lifecycle.dupefilter_refused, topic_for=cfg.topic_for)
+            stats=self.stats, stop=self.lifecycle.dupefilter_refused, topic_for=cfg.topic_for,
+            due=due or MemoryDue())
         self.seeds = SeedClaims(
             spider=spider, fingerprint=self.crawler.request_fingerprinter.fingerprint,
             state=state, submit=self.outbox.submit, stats=self.stats, finish=self._finish,

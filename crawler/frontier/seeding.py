@@ -17,6 +17,7 @@ from typing import Any
 
 from scrapy import Request, Spider
 
+from crawler.dedup.due import RECRAWL_META
 from crawler.frontier import codec
 from crawler.frontier.consumer import Record
 from crawler.frontier.leases import Lease
@@ -56,7 +57,8 @@ class SeedClaims:
         fingerprint = self.fingerprint(request)
         record_id = f"{record.topic}:{record.partition}:{record.offset}"
         claimed = await self.state.claim_seed(fingerprint.hex(), record_id)
-        if claimed or request.dont_filter:
+        # with a recrawl_after meta, the due store decides (crawler.dedup.due)
+        if claimed or request.dont_filter or RECRAWL_META in request.meta:
             self.submit(request, fingerprint, filtered=not request.dont_filter)
             self.stats.inc_value("frontier/seeds_taken")
         else:

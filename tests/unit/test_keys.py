@@ -39,6 +39,7 @@ PINNED = {
     "ratelimit_prefix": "{c-1}:ratelimit:",
     "ratelimit_overrides": "{c-1}:ratelimit:overrides",
     "recrawl": "{c-1}:recrawl",
+    "recrawl_due": "{c-1}:recrawl:due",
 }
 
 # a crawl key or a worker id written out by hand, in the forms Python offers
