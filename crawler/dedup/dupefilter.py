@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 import redis.asyncio as aioredis
@@ -34,7 +33,8 @@ from crawler.config.keys import CrawlKeys
 from crawler.connections.redis_errors import TransientError
 from crawler.dedup import bloom as sizing
 from crawler.dedup.backend import ON_MISSING, BloomConfig
-from crawler.dedup.bloom import PIECE_BITS, digest, piece_key, piece_sizes, plan, validate
+from crawler.dedup.bloom import PIECE_BITS, digest, plan, validate
+from crawler.dedup.bloominfo import BloomInfo, describe
 from crawler.dedup.redis_filter import LUA_ADD, LUA_CHECK, LUA_CREATE
 
 if TYPE_CHECKING:
@@ -51,32 +51,9 @@ class BloomMissing(TransientError):
     callers stall and retry until it is back (restored, or created again by an operator)."""
 
 
-@dataclass(frozen=True)
-class BloomInfo:
-    """The state of a :class:`RedisBloom` filter."""
-
-    key: str
-    capacity: int  # items the filter's slices hold together
-    error_rate: float
-    growth: int
-    slices: int
-    items: int  # fingerprints added (those the filter took for duplicates are not counted)
-    current_fill: float  # items / capacity of the newest slice
-    fill: float  # items / capacity of all slices
-    memory_bytes: int  # bytes of the slices' bit arrays
-    generation: int = 0  # the recrawl generation whose filter this is; 0: no recrawl
-    generation_age: float | None = None  # seconds since that generation began (Redis time)
-    recrawl_after: float = 0.0  # RECRAWL_AFTER the generation was last advanced with
-    previous_memory_bytes: int = 0  # bytes of the previous generation's filter
-
-
 def _flags(value: bytes | str) -> list[bool]:
     data = value.encode() if isinstance(value, str) else value
     return [byte == 0x31 for byte in data]  # b"1"
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class RedisBloom:
@@ -266,60 +243,8 @@ class RedisBloom:
                 self.key, self.error_rate,
             )
 
-    @staticmethod
-    def _piece_keys(base: str, meta: dict[str, int], slices: int) -> list[str]:
-        keys = []
-        for i in range(slices):
-            bits = meta[f"s{i}:bits"]
-            per = meta.get("piece_bits", bits)  # none: a filter made before pieces
-            pieces = len(piece_sizes(bits, min(per, bits)))
-            keys += [piece_key(f"{base}:s{i}", j) for j in range(pieces)]
-        return keys
-
-    async def _generation(self) -> tuple[str, dict[str, Any]]:
-        """The key to describe: this one, or that of the current recrawl generation if the
-        crawl has one (a :meth:`for_crawl` handle), with the generation's fields."""
-        if self.crawl_keys is None:
-            return self.key, {}
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.time()
-            pipe.hmget(self.crawl_keys.recrawl, "generation", "started", "after")
-            (seconds, micros), (number, started, after) = await pipe.execute()
-        if number is None:
-            return self.key, {}
-        age = max(seconds + micros / 1e6 - float(started or 0), 0.0)
-        return self.crawl_keys.bloom_generation(int(number)), {
-            "generation": int(number), "recrawl_after": float(after or 0),
-            "generation_age": age,
-            "previous_memory_bytes": await self._memory(
-                self.crawl_keys.bloom_generation(int(number) - 1))}
-
-    async def _meta_of(self, key: str) -> dict[str, int]:
-        raw = await self.client.hgetall(f"{key}:meta")
-        return {_text(k): int(float(_text(v))) for k, v in raw.items() if _text(k) != "error_rate"}
-
-    async def _memory(self, key: str, meta: dict[str, int] | None = None) -> int:
-        """Bytes of the slices of filter *key* (0 if it does not exist)."""
-        meta = await self._meta_of(key) if meta is None else meta
-        async with self.client.pipeline(transaction=False) as pipe:
-            for piece in self._piece_keys(key, meta, meta.get("slices", 0)):
-                pipe.strlen(piece)
-            sizes = await pipe.execute()
-        return sum(sizes)
-
     async def info(self) -> BloomInfo:
         """Slices, items, capacity, fill and memory of the filter (zeros if it does not
         exist); with recrawl generations, of the current generation's filter."""
-        key, generation = await self._generation()
-        meta = await self._meta_of(key)
-        slices = meta.get("slices", 0)
-        counts = [meta.get(f"s{i}:count", 0) for i in range(slices)]
-        capacities = [meta[f"s{i}:capacity"] for i in range(slices)]
-        memory = await self._memory(key, meta)
-        total = sum(capacities)
-        return BloomInfo(
-            key=key, capacity=total, error_rate=self.error_rate, growth=self.growth,
-            slices=slices, items=sum(counts),
-            current_fill=counts[-1] / capacities[-1] if slices else 0.0,
-            fill=sum(counts) / total if total else 0.0, memory_bytes=memory, **generation,
-        )
+        return await describe(self.client, self.key, self.crawl_keys, self.error_rate,
+                              self.growth)

@@ -43,6 +43,7 @@ from crawler.frontier.completion import Heartbeats, Ledger, RedisLedger
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.crawlstate import CrawlState
 from crawler.frontier.delay import Wakeup, not_before
+from crawler.frontier.hostwait import HostWaits
 from crawler.frontier.leases import Lease, LeaseRegistry
 from crawler.frontier.lifecycle import WorkerLifecycle
 from crawler.frontier.outbox import Outbox
@@ -50,7 +51,6 @@ from crawler.frontier.recent import RecentFingerprints
 from crawler.frontier.records import LEASE_KEY, Records
 from crawler.frontier.seeding import SeedClaims
 from crawler.frontier.transport import Channels, Transport
-from crawler.politeness.hostgate import BLOCKED, HostGate, host_key
 from crawler.politeness.hostlimit import (
     HostLimitConfig,
     MemorySlotStore,
@@ -86,7 +86,7 @@ class KafkaScheduler(Records, BaseScheduler):
         self.lifecycle = WorkerLifecycle(crawler, config, self.worker)
         self.redis: aioredis.Redis | None = None
         self.host_limit = host_limit if host_limit is not None and host_limit.enabled else None
-        self.gate: HostGate | None = None  # cluster-wide per-host limits (HOSTLIMIT_*)
+        self.hosts: HostWaits | None = None  # cluster-wide per-host limits (HOSTLIMIT_*)
         self._tasks = Tasks("frontier")  # heartbeats and seed claims
         self._unacked = 0  # records consumed whose lease is neither acknowledged nor dropped
         self._holding = False  # next_request is holding back (KAFKA_MAX_UNACKED)
@@ -170,22 +170,14 @@ class KafkaScheduler(Records, BaseScheduler):
                     cfg.crawl_id, self.worker, cfg.requests_topic, self._partitions[0])
 
     def _start_gate(self, slots: SlotStore) -> None:
-        if self.host_limit is None:
-            return
-        limits = self.host_limit
-        self.gate = HostGate(limits, slots, self.worker, on_free=self._host_free,
-                             demand=lambda: self.buffer.waiting_hosts(host_key, limits.ttl),
-                             stats=self.stats)
-        self.crawler.signals.connect(self.gate.release, signals.request_left_downloader)
-        self._tasks.spawn(self.gate.run(), "per-host limits")
-
-    def _host_free(self, host: str, count: int) -> None:
-        if self.buffer.unblock(host, count):
-            self._engine.wake()
+        if self.host_limit is not None:
+            self.hosts = HostWaits(
+                self.host_limit, slots, self.worker, crawler=self.crawler, buffer=self.buffer,
+                push=self._push, wake=self._engine.wake, tasks=self._tasks)
 
     def _left(self, request: Request) -> None:
-        if self.gate is not None:
-            self.gate.release(request)  # it never reached the downloader
+        if self.hosts is not None:
+            self.hosts.left(request)
         self.leases.left(request)
 
     def unacked_work(self) -> int:
@@ -259,7 +251,7 @@ class KafkaScheduler(Records, BaseScheduler):
                 self._unacked -= 1
                 self.stats.inc_value("frontier/stale_dropped")
                 continue
-            if not self._admitted(request, lease):
+            if self.hosts is not None and not self.hosts.admitted(request, lease):
                 continue
             if lease.active:  # a parked retry, redirect or delayed copy
                 self.leases.unpark(lease)
@@ -267,20 +259,6 @@ class KafkaScheduler(Records, BaseScheduler):
                 self.leases.start(request, lease)
             return request
         return None
-
-    def _admitted(self, request: Request, lease: Lease) -> bool:
-        """Whether *request*'s host has a free share for it (else it waits in the buffer)."""
-        if self.gate is None:
-            return True
-        wait = self.gate.admit(request)
-        if wait is None:
-            return True
-        if wait == BLOCKED:
-            self.buffer.block(host_key(request), request, lease)
-            self.stats.inc_value("hostlimit/blocked")
-        else:
-            self._push(request, lease, time.time() + wait)
-        return False
 
     def _held_back(self) -> bool:
         """Whether unacknowledged work is at ``KAFKA_MAX_UNACKED``: the engine gets no new

@@ -202,6 +202,6 @@ def test_the_switch_leaves_the_gate_out(make_worker: MakeWorker) -> None:
         worker = make_worker(HOSTLIMIT_ENABLED=False)
         put(worker.log, "http://a.test/1")
         worker.consumer.poll()
-        assert len(worker.take()) == 1 and worker.scheduler.gate is None
+        assert len(worker.take()) == 1 and worker.scheduler.hosts is None
 
     asyncio.run(main())
