@@ -20,13 +20,14 @@ from typing import Any
 import redis
 from kafka import KafkaAdminClient, TopicPartition
 
-from crawler.config.defaults import KAFKA_PARTITIONS
+from crawler.config.defaults import KAFKA_PARTITIONS, KAFKA_PRIORITY_BANDS
 from crawler.localstack.demo import Worker, start_worker, worker_command
 
 STARTED = " started (bot: "  # Scrapy's first log line: the process runs, the frontier is not open
 JOINING = "Kafka frontier open"  # logged once the consumer subscribed: the group join begins
 ASSIGNED = "Partitions assigned"
 REVOKED = "Partitions revoked"
+CONSUMED_TOPICS = len(KAFKA_PRIORITY_BANDS) + 2  # <id>.requests, a topic per band, <id>.seeds
 
 
 def kill_seed() -> int:
@@ -163,13 +164,14 @@ class KillCluster:
 
     def drained(self) -> bool:
         """Whether every live worker's heartbeat shows the crawl drained: idle, lag zero,
-        and every partition of both topics assigned (it is waiting out the idle timeout)."""
+        and every partition of the topics it consumes assigned (it is waiting out the idle
+        timeout): a request topic per priority band, and the seeds topic."""
         beats = self.heartbeats()
         if not beats or len(beats) != len(self.alive()):
             return False
         assigned = {p for b in beats.values() for p in b["assigned"]}
         return (all(b["idle"] and b["lag"] == 0 for b in beats.values())
-                and len(assigned) == 2 * KAFKA_PARTITIONS)
+                and len(assigned) == CONSUMED_TOPICS * KAFKA_PARTITIONS)
 
     def committed(self, partitions: list[str]) -> dict[str, int]:
         """The consumer group's committed offset of each ``topic:partition`` (0 if none)."""

@@ -20,6 +20,7 @@ from typing import Any
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
+from crawler.frontier.kafkafix import free_used_records
 from crawler.frontier.leases import OffsetTracker, Partition
 from crawler.frontier.producer import CallFromThread
 
@@ -210,6 +211,7 @@ class ConsumerLoop:
         room = self._wait_for_room()
         urgent_room = room + self.buffer_size if self.urgent else room
         self._set_paused((room <= 0, urgent_room <= 0))
+        free_used_records(self.consumer)  # else a resumed partition is never fetched again
         try:
             batches = self.consumer.poll(timeout_ms=200,
                                          max_records=max(room if room > 0 else urgent_room, 1))

@@ -13,7 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = ("## 1. Bloom memory per URL", "## 2. Dedup throughput",
             "## 3. Frontier throughput", "## 4. Serialisation cost per request",
-            "## 5. Demo site keep-alive throughput")
+            "## 5. Politeness and priority cost per request",
+            "## 6. Demo site keep-alive throughput")
 
 
 def test_quick_run_writes_every_section(tmp_path: Path) -> None:
@@ -28,6 +29,7 @@ def test_quick_run_writes_every_section(tmp_path: Path) -> None:
         assert heading in report
     assert "--quick" in report and "- Date: " in report and "- CPU: " in report
     for needle in ("bytes per URL, capacity 100,000,000", "batch 11", "end to end",
-                   "decode, large meta", "requests per second"):
+                   "decode, large meta", "host gate: admit + release",
+                   "share renewal per request", "requests per second"):
         assert needle in report
     assert "bytes per URL" in done.stdout  # the table is printed too
