@@ -12,7 +12,9 @@ A spread record's key is ``<unit>\\x1f<8 hex digits of the URL's CRC-32>``: the 
 ``(crc32(unit) + bucket * stride) % partitions``, with ``bucket`` the URL's hash modulo the
 spread and ``stride = partitions // spread``, so one unit's partitions are evenly apart and
 the range assignor gives each worker its share of them. One URL always lands on one
-partition (a raced duplicate meets its twin in one worker's recent window). A key without
+partition (a raced duplicate meets its twin in one worker's recent window). "One URL" is
+the URL without its fragment, as for Scrapy's fingerprint: ``p/1.html#top`` and ``p/1.html``
+are one page and so one partition. A key without
 the separator (``url``, ``KAFKA_HOST_PARTITIONS=1``, any other producer) is placed by
 Kafka's own murmur2 rule.
 """
@@ -43,6 +45,11 @@ def _registered_domain() -> Callable[[str], str]:
     return domain
 
 
+def _page(request: Request) -> str:
+    """The URL without its fragment: what the fingerprint and the origin see of it."""
+    return request.url.partition("#")[0]
+
+
 def _unit(by: str) -> Callable[[Request], bytes]:
     if by == "host":
         return lambda request: (urlparse_cached(request).hostname or "").encode()
@@ -53,13 +60,13 @@ def _unit(by: str) -> Callable[[Request], bytes]:
 def partitioner(by: str, spread: int = 0) -> Callable[[Request], bytes]:
     """The Kafka record key of a request (see the module's docstring)."""
     if by == "url":
-        return lambda request: request.url.encode()
+        return lambda request: _page(request).encode()
     unit = _unit(by)
     if spread == 1:
         return unit
 
     def key(request: Request) -> bytes:
-        crc = zlib.crc32(request.url.encode())
+        crc = zlib.crc32(_page(request).encode())
         return unit(request) + SEPARATOR + b"%08x" % crc
 
     return key
