@@ -135,6 +135,8 @@ class KillCluster:
               f"leases {kill.leases}, lag {sum(kill.lag.values())})", flush=True)
         if restart:
             self.start(index)
+        else:  # gone for good: no exit code to wait for
+            del self.current[index]
         return kill
 
     # -- probes -------------------------------------------------------------

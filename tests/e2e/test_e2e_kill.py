@@ -174,7 +174,10 @@ def test_kills_at_start_up_in_a_rebalance_and_while_draining(
           "every page stored and the crawl drained")
     if kc.alive():
         time.sleep(kc.rng.uniform(0.0, 2.0))  # a kill point inside the idle timeout
-        kc.kill(kc.rng.choice(kc.alive()), "idle")
+        # not restarted: the crawl may finish meanwhile, and a worker started on a finished
+        # crawl waits for new seeds; on Tansu, the lone member of a group whose others left
+        # looped in SyncGroup for good (seen in CI). The point is that this kill loses nothing.
+        kc.kill(kc.rng.choice(kc.alive()), "idle", restart=False)
     _finish(kc, server, capsys)
     phases = {k.phase: k.log_states for k in kc.kills}
     wanted = {"pre-join": "started", "joining": "joining", "rebalance": "rebalancing"}
