@@ -123,6 +123,8 @@ class DistributedAddon:
         for switch, (path, order) in wanted.items():
             if config.get_bool(settings, switch):
                 middlewares.setdefault(path, order)
+        # the crawl ledger hears why a download gave no response (innermost: first to hear)
+        middlewares.setdefault("crawler.middlewares.ledger.LedgerMiddleware", 990)
         if config.get_bool(settings, "RETRY_BACKOFF_ENABLED"):
             middlewares["scrapy.downloadermiddlewares.retry.RetryMiddleware"] = None
         settings.set("DOWNLOADER_MIDDLEWARES", middlewares, PRIORITY)

@@ -7,6 +7,8 @@ and shows it (:mod:`crawler.operations.clusterview`). It only reads: nothing in 
 reads at its next heartbeat: ``pause`` stops new downloads (in-flight ones finish),
 ``resume`` undoes it, ``stop`` closes every worker with reason ``stopped``; what was
 not finished stays in Kafka for the next run of the same ``CRAWL_ID``.
+``report CRAWL_ID [--json]`` prints the crawl ledger: where every record of the crawl went,
+and what no counter explains (:mod:`crawler.ledger.report`; Kafka and MongoDB are read too).
 ``dashboard [CRAWL_ID] [--port P]`` serves the status as a live web page and
 ``/api/status`` on 127.0.0.1 (:mod:`crawler.operations.dashboard`; ``--port 0``: a free port).
 ``purge CRAWL_ID --yes`` removes every Redis key and Kafka topic of a crawl that has no
@@ -40,10 +42,12 @@ from crawler.dedup.dupefilter import RedisBloom
 from crawler.frontier import crawllife, crawlstate
 from crawler.frontier.config import heartbeat_interval
 from crawler.frontier.crawlstate import CrawlState, HeartbeatClock
+from crawler.ledger import report as ledger_report
+from crawler.ledger import sources as ledger_sources
 from crawler.operations import clusterview, dashboard, proxyview
 from crawler.operations.clusterview import RateTracker, Snapshot
 
-ACTIONS = ("status", "pause", "resume", "stop", "dashboard", "purge")
+ACTIONS = ("status", "report", "pause", "resume", "stop", "dashboard", "purge")
 CLEAR = "\033[H\033[2J"
 DASHBOARD_PORT = 8765
 HOSTS_BATCH = 1000  # fields of the proxy hosts hash per HSCAN
@@ -55,7 +59,7 @@ class Command(ScrapyCommand):
     default_settings: ClassVar[dict[str, Any]] = {"LOG_LEVEL": "WARNING"}
 
     def syntax(self) -> str:
-        return ("status|pause|resume|stop|dashboard|purge [CRAWL_ID] [--json] [--watch] "
+        return ("status|report|pause|resume|stop|dashboard|purge [CRAWL_ID] [--json] [--watch] "
                 "[--port P] [--yes]")
 
     def short_desc(self) -> str:
@@ -90,7 +94,8 @@ class Command(ScrapyCommand):
             return
         if args[0] == "dashboard" and not 0 <= opts.port <= 65535:
             raise UsageError(f"--port must be 0..65535, not {opts.port}")
-        actions = {"status": _status, "dashboard": _dashboard, "purge": _purge}
+        actions = {"status": _status, "dashboard": _dashboard, "purge": _purge,
+                   "report": _report}
         action = actions.get(args[0], partial(_control, args[0]))
         try:
             self.exitcode = asyncio.run(_connected(action, settings, url, crawl, opts))
@@ -185,6 +190,18 @@ async def _connect(settings: BaseSettings, url: str) -> aioredis.Redis | None:
         await client.aclose()
         return None
     return client
+
+
+async def _report(client: aioredis.Redis, settings: BaseSettings, url: str, crawl: str,
+                  opts: argparse.Namespace) -> int:
+    """The crawl ledger and its reconciliation (:mod:`crawler.ledger.report`)."""
+    try:
+        report = await ledger_sources.read_report(client, settings, crawl)
+    except (connection.ServiceUnavailable, config.SettingError) as exc:
+        _fail(str(exc))
+        return 1
+    print(json.dumps(report, indent=2) if opts.json else "\n".join(ledger_report.lines(report)))
+    return 0
 
 
 async def _control(command: str, client: aioredis.Redis, settings: BaseSettings, url: str,

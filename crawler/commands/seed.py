@@ -1,22 +1,31 @@
-"""``scrapy seed SPIDER URL... [-f FILE|-]``: publish seeds to a crawl's seed topic."""
+"""``scrapy seed SPIDER [URL ...] [-f FILE|- ...]``: publish seeds to a crawl's seed topic.
+
+Seeds come from the arguments and from files or standard input (:mod:`crawler.frontier.
+seedfiles`: lines, JSON lines or CSV, plain or gzip), each checked and in normal form.
+A seed whose host is outside the crawl's scope (its spiders' allowed domains and the hosts
+added so far, :mod:`crawler.frontier.scope`) is added to it (``SEED_SCOPE=add``, the
+default) or refused here with its line (``reject``). Every line ends in the summary and in
+the crawl ledger (``submitted/...``); none is dropped in silence.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Iterator
-from typing import IO, Any, ClassVar
+import time
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
+from scrapy.settings import BaseSettings
 
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
-from crawler.connections.kafka_topics import TopicPolicy
-from crawler.connections.options import KafkaOptions, connect_timeout
-from crawler.frontier import codec
-from crawler.frontier.partitioning import PARTITION_BY, partitioner
+from crawler.frontier import seedfiles
+from crawler.frontier.seedfiles import Bad, Seed
+from crawler.frontier.seedpublish import Publisher, SeedScope
 
 
 class Command(ScrapyCommand):
@@ -24,15 +33,24 @@ class Command(ScrapyCommand):
     default_settings: ClassVar[dict[str, Any]] = {"LOG_LEVEL": "INFO"}
 
     def syntax(self) -> str:
-        return "<spider> [url ...] [-f FILE|-]"
+        return "<spider> [url ...] [-f FILE|- ...] [--format lines|csv] [--scope add|reject]"
 
     def short_desc(self) -> str:
         return "Publish seed URLs to a distributed crawl (<CRAWL_ID>.seeds)"
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument("-f", "--file", dest="file", help="read seeds from FILE, - for stdin")
+        parser.add_argument("-f", "--file", dest="files", action="append", default=[],
+                            help="read seeds from FILE (plain or gzip), - for stdin; repeatable")
         parser.add_argument("--crawl-id", dest="crawl_id", help="CRAWL_ID (default: the spider)")
+        parser.add_argument("--format", dest="format", choices=seedfiles.FORMATS,
+                            default="auto", help="lines (URLs or JSON objects) or csv "
+                            "(url,priority); auto: csv for *.csv[.gz]")
+        parser.add_argument("--scope", dest="scope", choices=("add", "reject"),
+                            help="a seed outside the crawl's scope: add its host (default) "
+                                 "or refuse it (setting SEED_SCOPE)")
+        parser.add_argument("--progress", dest="progress", action="store_true",
+                            help="show progress even when stderr is not a terminal")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args:
@@ -41,60 +59,69 @@ class Command(ScrapyCommand):
         assert settings is not None
         if opts.crawl_id:
             settings.set("CRAWL_ID", opts.crawl_id, "cmdline")
+        if opts.scope:
+            settings.set("SEED_SCOPE", opts.scope, "cmdline")
         try:
             crawl = config.crawl_id(settings, args[0])
-            lines = list(_numbered(args[1:], opts.file))
-            if not lines:
+            if not args[1:] and not opts.files:
                 raise UsageError("no seeds given: pass URLs or -f FILE")
-            sent, bad = publish(settings, crawl, lines)
-        except (SettingError, connection.ServiceUnavailable) as exc:  # one line, no traceback
-            print(f"scrapy seed: {exc}", file=sys.stderr)
+            self.exitcode = _publish(settings, crawl, args[1:], opts)
+        except (SettingError, connection.ServiceUnavailable, OSError) as exc:
+            print(f"scrapy seed: {exc}", file=sys.stderr)  # one line, no traceback
             self.exitcode = 1
-            return
-        print(f"{sent} seeds published to {crawl}.seeds, {bad} invalid lines skipped")
-        self.exitcode = 0 if sent or not bad else 1
 
 
-def _numbered(urls: list[str], path: str | None) -> Iterator[tuple[str, int, str]]:
+def _entries(urls: list[str], files: list[str], fmt: str) -> Iterator[Seed | Bad]:
     for number, url in enumerate(urls, 1):
-        yield ("argument", number, url)
-    if path:
-        handle: IO[str] = sys.stdin if path == "-" else open(path, encoding="utf-8")
-        with handle:
-            for number, line in enumerate(handle, 1):
-                if line.strip() and not line.lstrip().startswith("#"):
-                    yield (path if path != "-" else "stdin", number, line.strip())
+        yield from seedfiles.read(iter([url]), f"argument {number}", "lines")  # type: ignore[arg-type]
+    for path in files:
+        with seedfiles.open_text(path) as handle:
+            yield from seedfiles.read(handle, "stdin" if path == "-" else path,
+                                      seedfiles.format_of(path, fmt))
 
 
-def publish(settings: object, crawl: str, lines: Iterable[tuple[str, int, str]]) -> tuple[int, int]:
-    """Validate and send seed *lines*; returns (sent, invalid)."""
-    from scrapy.settings import BaseSettings
+def _publish(settings: BaseSettings, crawl: str, urls: list[str],
+             opts: argparse.Namespace) -> int:
+    mode = config.get_choice(settings, "SEED_SCOPE", ("add", "reject"))
+    scope = SeedScope.connect(settings, crawl, mode)
+    publisher = Publisher.open(settings, crawl)
+    progress = Progress(opts.progress or sys.stderr.isatty())
+    try:
+        for entry in _entries(urls, opts.files, opts.format):
+            if isinstance(entry, Bad):
+                print(f"{entry.where}: skipped: {entry.reason}", file=sys.stderr)
+                publisher.counts["invalid"] += 1
+            elif scope.admits(entry.url):
+                publisher.send(entry)
+            else:
+                print(f"{entry.url}: refused: its host is outside the crawl's scope "
+                      f"(SEED_SCOPE=reject)", file=sys.stderr)
+                publisher.counts["out_of_scope"] += 1
+            progress.tick(publisher.counts)
+    finally:
+        publisher.close()
+        scope.close(publisher.counts)
+    progress.done()
+    print(publisher.summary(scope.added))
+    counts = publisher.counts
+    return 0 if counts["published"] or not (counts["invalid"] or counts["out_of_scope"]) else 1
 
-    assert isinstance(settings, BaseSettings)
-    kafka = KafkaOptions.from_settings(settings)
-    if not kafka.bootstrap:
-        raise UsageError("Setting KAFKA_BOOTSTRAP_SERVERS: required to publish seeds")
-    timeout = connect_timeout(settings)
-    key_for = partitioner(config.get_choice(settings, "KAFKA_PARTITION_BY", PARTITION_BY),
-                          config.get_int(settings, "KAFKA_HOST_PARTITIONS", minimum=0))
-    partitions = config.get_int(settings, "KAFKA_PARTITIONS", minimum=1)
-    policy = TopicPolicy.from_settings(settings)
-    with connection.quiet_client_logs():  # a refusal is said in one line, not per retry
-        connection.ensure_topics(kafka, {f"{crawl}.seeds": partitions},
-                                 policy=policy, connect_timeout=timeout)
-    producer = connection.kafka_producer(kafka, connect_timeout=timeout, linger_ms=5,
-                                         client_id=f"seed-{crawl}")
-    futures, bad = [], 0
-    for source, number, text in lines:
-        try:
-            request = codec.decode_seed(text.encode())
-        except codec.CodecError as exc:
-            print(f"{source}:{number}: skipped: {exc}", file=sys.stderr)
-            bad += 1
-            continue
-        futures.append(producer.send(f"{crawl}.seeds", key=key_for(request), value=text.encode()))
-    producer.flush()
-    for future in futures:
-        future.get(timeout=timeout * 4)
-    producer.close()
-    return len(futures), bad
+
+class Progress:
+    """A one-line progress count on stderr, refreshed twice a second."""
+
+    def __init__(self, shown: bool) -> None:
+        self.shown, self.started, self.last = shown, time.monotonic(), 0.0
+
+    def tick(self, counts: dict[str, int]) -> None:
+        now = time.monotonic()
+        if self.shown and now - self.last >= 0.5:
+            self.last = now
+            rate = counts["published"] / max(now - self.started, 1e-9)
+            print(f"\r{counts['published']:,} published, {counts['invalid']:,} invalid, "
+                  f"{counts['out_of_scope']:,} out of scope ({rate:,.0f} seeds/s)",
+                  end="", file=sys.stderr, flush=True)
+
+    def done(self) -> None:
+        if self.shown and self.last:
+            print(file=sys.stderr)

@@ -50,6 +50,7 @@ KAFKA_PRODUCER_LINGER_MS = 5
 KAFKA_SEND_RETRY_BACKOFF = 1.0  # seconds before a failed send is tried again (doubles, capped)
 KAFKA_SEND_RETRY_BACKOFF_MAX = 30.0
 KAFKA_LEASE_TIMEOUT = 600.0  # seconds a request may stay in flight before it is re-produced
+SEED_SCOPE = "add"  # scrapy seed, a seed outside the crawl's scope: add its host | reject
 KAFKA_SEED_CLAIMS = 16  # seed records claimed in Redis at once per worker
 KAFKA_DELIVERY_TIMEOUT = 120.0  # seconds a send may wait for its ack; then it is sent again
 KAFKA_MAX_UNACKED = 2000  # leases + follow-up sends not yet acknowledged; above: fetching pauses

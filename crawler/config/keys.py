@@ -55,6 +55,21 @@ class CrawlKeys:
         return self.prefix + "recrawl:due"
 
     @property
+    def ledger(self) -> str:
+        """Hash: the crawl ledger's counters (:mod:`crawler.ledger`)."""
+        return self.prefix + "ledger"
+
+    def ledger_seen(self, topic: str, partition: int) -> str:
+        """Sorted set: the offsets of *topic*/*partition* the ledger counted and Kafka may
+        still deliver again (not yet committed)."""
+        return f"{self.prefix}ledger:seen:{topic}:{partition}"
+
+    @property
+    def scope(self) -> str:
+        """Set: host names added to the crawl's allowed domains (``scrapy seed``)."""
+        return self.prefix + "scope"
+
+    @property
     def workers(self) -> str:
         """Hash: worker id -> JSON heartbeat."""
         return self.prefix + "workers"

@@ -18,6 +18,7 @@ from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
 
 from crawler._scrapy import AUTH_PROXY_META
+from crawler.frontier.urls import normal_url
 
 VERSION = 1
 #: meta keys that never leave the process (leases are local to a worker)
@@ -174,14 +175,23 @@ def check_url(url: Any) -> str:
     return url.strip()
 
 
+def seed_url(url: Any) -> str:
+    """*url* checked (:func:`check_url`) and in normal form (:mod:`crawler.frontier.urls`)."""
+    try:
+        return normal_url(check_url(url))
+    except ValueError as exc:  # a port out of range, a bad IPv6 literal
+        raise CodecError(f"invalid URL {url!r}: {exc}") from None
+
+
 def decode_seed(record: bytes, spider: Spider | None = None) -> Request:
     """A seed: a bare URL, or a JSON object with ``url`` and optional request fields."""
     text = record.decode("utf-8", errors="replace").strip()
     if not text.startswith("{"):
-        return Request(check_url(text))
+        return Request(seed_url(text))
     data = _load_json(record)
     if not isinstance(data, dict):
         raise CodecError("a seed must be a URL or a JSON object")
+    data["url"] = seed_url(data.get("url"))
     unknown = set(data) - _SEED_KEYS - {"v"}
     if unknown:
         raise CodecError(f"unknown seed fields: {', '.join(sorted(unknown))}")

@@ -106,6 +106,11 @@ class ConsumerLoop:
         """Whether a record of *tp* fetched at *epoch* still belongs to this worker."""
         return self.epochs.get(tp) == epoch
 
+    def committed(self, tp: Partition) -> int | None:
+        """The offset last committed for *tp* by this worker (records below it are never
+        delivered again)."""
+        return self._committed.get(tp)
+
     def stop(self) -> None:
         self._stop.set()
 

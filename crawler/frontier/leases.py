@@ -90,6 +90,8 @@ class Lease:
     finished: bool = False
     acked: bool = False
     request: Any = None  # the request of a frontier record, for re-queueing
+    outcome: str = ""  # what became of the record, for the ledger (crawler.ledger.outcomes)
+    items: dict[str, int] | None = None  # the items its page gave, by what became of them
 
     @property
     def tp(self) -> Partition:
@@ -168,6 +170,10 @@ class LeaseRegistry:
         if lease is None or lease.scraping or lease.finished:
             return None
         return lease
+
+    def of(self, request: Any) -> Lease | None:
+        """The lease *request* (in the engine) belongs to."""
+        return self._by_request.get(request)
 
     def enter(self, request: Any, lease: Lease) -> None:
         """*request* of *lease* is (about to be) in the engine."""

@@ -22,12 +22,14 @@ from scrapy.crawler import Crawler
 
 from crawler import _scrapy
 from crawler.connections.tasks import Tasks
+from crawler.frontier.accounting import Accounting
 from crawler.frontier.buffer import RequestBuffer
 from crawler.frontier.completion import REDIS_ERROR, Completion, Heartbeats, Ledger, LocalState
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.leases import Lease, LeaseRegistry
 from crawler.frontier.outbox import Outbox
 from crawler.frontier.transport import Consumer, Producer
+from crawler.ledger import outcomes
 
 logger = logging.getLogger(__name__)
 LAG_STAT = "frontier/lag/"
@@ -42,6 +44,7 @@ class Frontier(Protocol):
     outbox: Outbox
     consumer: Consumer
     sender: Producer
+    accounting: Accounting
 
     def unacked_work(self) -> int: ...
     def send_op(self, topic: str, request: Request) -> None: ...
@@ -93,6 +96,7 @@ class WorkerLifecycle:
         self.expire_stuck()
         f = self.frontier
         f.outbox.flush_stats()
+        f.accounting.stats_growth(self.stats.get_stats())
         snap = f.consumer.snapshot
         stat = self.stats.get_value
         info = {"leases": f.leases.in_engine, "buffered": len(f.buffer),
@@ -127,6 +131,7 @@ class WorkerLifecycle:
             # dont_filter: the consumer must not take the new copy for a raced one
             copy = lease.request.replace(dont_filter=True)
             f.send_op(self.config.topic_for(copy), copy)
+            lease.outcome = outcomes.REQUEUED
             f.leases.finish(lease)
 
     # -- control and close -------------------------------------------------

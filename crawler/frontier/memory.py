@@ -123,6 +123,9 @@ class MemoryConsumer:
     def current(self, tp: Partition, epoch: int) -> bool:
         return self.epochs.get(tp) == epoch
 
+    def committed(self, tp: Partition) -> int | None:
+        return self.log.committed.get(tp)
+
     def stop(self) -> None:
         self.commit()
         self._stopped.set()

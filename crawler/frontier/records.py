@@ -21,6 +21,7 @@ from crawler.dedup.due import RECRAWL_META
 from crawler.frontier import codec
 from crawler.frontier.consumer import Record
 from crawler.frontier.leases import AckBarrier, Lease, LeaseRegistry
+from crawler.ledger import outcomes
 
 if TYPE_CHECKING:
     from crawler._scrapy import EngineHook
@@ -70,6 +71,7 @@ class Records:
                 self._dead(record, lease, str(exc))
                 continue
             if self._raced_copy(request, record):
+                lease.outcome = outcomes.RACED_COPY
                 self.leases.finish(lease)
                 continue
             request.meta[LEASE_KEY] = self.leases.register(lease, request)
@@ -91,6 +93,8 @@ class Records:
     def _dead(self, record: Record, lease: Lease, reason: str) -> None:
         source = {"topic": record.topic, "partition": record.partition, "offset": record.offset}
         self.outbox.dead_letter(reason, record.value, source)
+        seed = record.topic == self.config.seeds_topic
+        lease.outcome = outcomes.SEED_INVALID if seed else outcomes.DEAD
         self.leases.finish(lease)
 
     def _publish_seed(self, request: Request) -> bool:

@@ -31,12 +31,13 @@ from crawler.config.keys import CrawlKeys, worker_id
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
 from crawler.connections import shared
-from crawler.connections.tasks import Tasks
+from crawler.connections.tasks import Tasks, every
 from crawler.dedup.backend import DedupBackend, DedupFactory
 from crawler.dedup.due import DueStore, MemoryDue, RedisDue
 from crawler.dedup.local import LocalBloom
 from crawler.dedup.recrawl import generation_of
 from crawler.frontier import crawllife, crawlstate
+from crawler.frontier.accounting import Accounting, Tally
 from crawler.frontier.buffer import RequestBuffer
 from crawler.frontier.clients import KafkaTransport
 from crawler.frontier.completion import Heartbeats, Ledger, RedisLedger
@@ -49,8 +50,11 @@ from crawler.frontier.lifecycle import WorkerLifecycle
 from crawler.frontier.outbox import Outbox
 from crawler.frontier.recent import RecentFingerprints
 from crawler.frontier.records import LEASE_KEY, Records
+from crawler.frontier.scope import REFRESH_INTERVAL, CrawlScope
 from crawler.frontier.seeding import SeedClaims
 from crawler.frontier.transport import Channels, Transport
+from crawler.ledger.recorder import LedgerRecorder
+from crawler.ledger.tally import MemoryTally
 from crawler.politeness.hostlimit import (
     HostLimitConfig,
     MemorySlotStore,
@@ -85,6 +89,7 @@ class KafkaScheduler(Records, BaseScheduler):
         self.recent = RecentFingerprints(config.recent_window)
         self.lifecycle = WorkerLifecycle(crawler, config, self.worker)
         self.redis: aioredis.Redis | None = None
+        self.recorder: LedgerRecorder | None = None  # the crawl ledger in Redis, once open
         self.host_limit = host_limit if host_limit is not None and host_limit.enabled else None
         self.hosts: HostWaits | None = None  # cluster-wide per-host limits (HOSTLIMIT_*)
         self._tasks = Tasks("frontier")  # heartbeats and seed claims
@@ -121,10 +126,15 @@ class KafkaScheduler(Records, BaseScheduler):
         state = CrawlState(self.redis, cfg.crawl_id, stale_after=stale_after)
         channels = await asyncio.to_thread(self.transport.connect, self.worker,
                                            self._on_records, self.unacked_work)
+        self.recorder = LedgerRecorder(self.redis, cfg.crawl_id, self.barrier,
+                                       committed=channels.consumer.committed)
         self.start(spider, bloom=bloom, state=state, ledger=RedisLedger(self.redis, cfg.crawl_id),
                    state_ttl=state_ttl, channels=channels,
                    slots=RedisSlotStore(self.redis, cfg.crawl_id),
-                   due=RedisDue(self.redis, cfg.crawl_id))
+                   due=RedisDue(self.redis, cfg.crawl_id), tally=self.recorder)
+        self.recorder.start()
+        await self.scope.open()
+        self._tasks.spawn(every(REFRESH_INTERVAL, self.scope.refresh), "crawl scope")
 
     def _bloom(self) -> DedupBackend:
         """The crawl's shared dupefilter (``FRONTIER_DEDUP_CLASS``) on this worker's Redis."""
@@ -132,16 +142,19 @@ class KafkaScheduler(Records, BaseScheduler):
 
     def start(self, spider: Spider, *, bloom: DedupBackend, state: Any, ledger: Ledger | None,
               state_ttl: float, channels: Channels | None = None,
-              slots: SlotStore | None = None, due: DueStore | None = None) -> None:
+              slots: SlotStore | None = None, due: DueStore | None = None,
+              tally: Tally | None = None) -> None:
         """Wire the frontier to the crawl's shared state (*state*: seed claims and
         heartbeats; *slots*: the per-host shares and *due*, the ``recrawl_after`` times,
-        in memory if not given) and its
+        in memory if not given; *tally*: the crawl ledger, in memory if not given) and its
         transport's *channels* (connected here if not given), then start them. :meth:`open`
         calls it once Redis and Kafka answered."""
         cfg = self.config
         if channels is None:
             channels = self.transport.connect(self.worker, self._on_records, self.unacked_work)
         self.spider, self.bloom, self.state = spider, bloom, state
+        self.accounting = Accounting(self.crawler, self.leases, tally or MemoryTally())
+        self.scope = CrawlScope(spider, self.redis, cfg.crawl_id)
         self.recent.recrawl = recrawl = generation_of(bloom)  # docs/recrawl.md
         self.sender, self.consumer = channels.producer, channels.consumer
         self._partitions, self.all_partitions = channels.partitions, channels.all_partitions
@@ -155,7 +168,7 @@ class KafkaScheduler(Records, BaseScheduler):
         self.seeds = SeedClaims(
             spider=spider, fingerprint=self.crawler.request_fingerprinter.fingerprint,
             state=state, submit=self.outbox.submit, stats=self.stats, finish=self._finish,
-            dead=self._dead, limit=cfg.seed_claims)
+            dead=self._dead, limit=cfg.seed_claims, scope=self.scope)
         self._engine: EngineHook = on_request_left(self.crawler, self._left)
         self._start_gate(slots or MemorySlotStore())
         self._wakeup = Wakeup(self.transport.call_later, self._engine.wake, self.buffer.next_due)
@@ -198,6 +211,9 @@ class KafkaScheduler(Records, BaseScheduler):
         while self._acks_to_wait_for() and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         self.outbox.flush_stats()
+        self.accounting.stats_growth(self.stats.get_stats())
+        if self.recorder is not None:
+            await self.recorder.close(max(deadline - time.monotonic(), 1.0))
         self.consumer.stop()
         await asyncio.to_thread(self.consumer.stopped.wait, self.config.close_timeout)
         await asyncio.to_thread(self.sender.close, self.config.close_timeout)
@@ -269,12 +285,14 @@ class KafkaScheduler(Records, BaseScheduler):
     # -- lease ends ---------------------------------------------------------
     def _response_received(self, response: Response, request: Request, spider: Spider) -> None:
         self.leases.scraping(request)
+        self.accounting.response(request, response)
 
     def _finish(self, lease: Lease) -> None:
         self.leases.finish(lease)
 
-    def _lease_ended(self, _lease: Lease) -> None:
+    def _lease_ended(self, lease: Lease) -> None:
         self.consumer.taken += 1  # its record no longer takes room in the buffer
+        self.accounting.ended(lease)  # before its ack: the ack waits for the ledger
 
     def _ack(self, lease: Lease) -> None:
         self.consumer.ack(lease.tp, lease.offset, lease.epoch)

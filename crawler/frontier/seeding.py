@@ -12,6 +12,7 @@ broker, not in memory, and the Redis pool is never exhausted by claims.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,10 @@ from crawler.dedup.due import RECRAWL_META
 from crawler.frontier import codec
 from crawler.frontier.consumer import Record
 from crawler.frontier.leases import Lease
+from crawler.frontier.scope import CrawlScope
+from crawler.ledger import outcomes
+
+logger = logging.getLogger(__name__)
 
 
 class SeedClaims:
@@ -29,9 +34,10 @@ class SeedClaims:
     def __init__(
         self, *, spider: Spider, fingerprint: Callable[[Request], bytes], state: Any,
         submit: Callable[..., bool], stats: Any, finish: Callable[[Lease], None],
-        dead: Callable[[Record, Lease, str], None], limit: int,
+        dead: Callable[[Record, Lease, str], None], limit: int, scope: CrawlScope | None = None,
     ) -> None:
         self.spider, self.fingerprint, self.state = spider, fingerprint, state
+        self.scope = scope
         self.submit, self.stats, self.finish, self.dead = submit, stats, finish, dead
         self._slots = asyncio.Semaphore(limit)
         self.pending = 0  # seed records received and not yet claimed or refused
@@ -54,6 +60,14 @@ class SeedClaims:
             self.pending -= 1
 
     async def _claim_one(self, request: Request, record: Record, lease: Lease) -> None:
+        if self.scope is not None and not await self.scope.admits_seed(request.url):
+            logger.warning("Seed %s refused: its host is outside the crawl's scope (allowed "
+                           "domains %s; scrapy seed adds hosts unless SEED_SCOPE=reject)",
+                           request.url, ", ".join(getattr(self.spider, "allowed_domains", [])[:5]))
+            self.stats.inc_value("frontier/seeds_out_of_scope")
+            lease.outcome = outcomes.SEED_OUT_OF_SCOPE
+            self.finish(lease)
+            return
         fingerprint = self.fingerprint(request)
         record_id = f"{record.topic}:{record.partition}:{record.offset}"
         claimed = await self.state.claim_seed(fingerprint.hex(), record_id)
@@ -61,6 +75,8 @@ class SeedClaims:
         if claimed or request.dont_filter or RECRAWL_META in request.meta:
             self.submit(request, fingerprint, filtered=not request.dont_filter)
             self.stats.inc_value("frontier/seeds_taken")
+            lease.outcome = outcomes.SEED_ACCEPTED
         else:
             self.stats.inc_value("frontier/seeds_duplicate")
+            lease.outcome = outcomes.SEED_DUPLICATE
         self.finish(lease)

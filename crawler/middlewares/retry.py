@@ -53,6 +53,7 @@ from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.frontier.config import lease_timeout
 from crawler.frontier.delay import delayed, scheduler_delays, sleep
+from crawler.ledger import outcomes
 from crawler.politeness.backoff import (
     Action,
     Budgets,
@@ -219,6 +220,7 @@ class BackoffRetryMiddleware:
                        last_status: int | None, spent: str) -> None:
         url = strip_userinfo(request.url)
         self.stats.inc_value("retry/failed")
+        outcomes.tell(self.crawler, request, outcomes.RETRIES_EXHAUSTED)
         logger.warning("Gave up on %s after %d attempts: %s (%s)", url, attempts, reason, spent)
         if self.failures is not None:
             fingerprint = self.crawler.request_fingerprinter.fingerprint(request).hex()

@@ -70,13 +70,10 @@ class SiteSpider(Spider):
             "depth": response.meta.get("depth", 0),
         }
         if isinstance(response, TextResponse):
+            # off-site links go too: Scrapy's offsite filter drops and counts them, and it
+            # reads allowed_domains, which the crawl's scope extends (crawler.frontier.scope)
             for link in self.link_extractor.extract_links(response):
-                if self._allowed(link.url):
-                    yield Request(link.url, callback=self.parse)
-
-    def _allowed(self, url: str) -> bool:
-        host = (urlsplit(url).hostname or "").lower()
-        return any(host == d or host.endswith(f".{d}") for d in self.allowed_domains)
+                yield Request(link.url, callback=self.parse)
 
     @staticmethod
     def _title(response: Response) -> str:

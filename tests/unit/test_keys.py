@@ -25,6 +25,8 @@ PINNED = {
     "pattern": "{c-1}:*",
     "bloom": "{c-1}:bloom",
     "workers": "{c-1}:workers",
+    "ledger": "{c-1}:ledger",
+    "scope": "{c-1}:scope",
     "finished": "{c-1}:finished",
     "expiring": "{c-1}:expiring",
     "control": "{c-1}:control",

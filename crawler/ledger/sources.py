@@ -1,0 +1,93 @@
+"""Where the crawl report's numbers come from: the ledger in Redis, offsets in Kafka, items
+in MongoDB. Read in this order (committed offsets before the ledger) so that a crawl running
+meanwhile can only make ``unaccounted`` smaller, never invent a gap."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import redis.asyncio as aioredis
+from scrapy.settings import BaseSettings
+
+from crawler.config.keys import CrawlKeys
+from crawler.connections import clients as connection
+from crawler.frontier import crawllife, crawlstate
+from crawler.frontier.config import FrontierConfig
+from crawler.ledger.report import Offsets, reconcile
+from crawler.storage.settings import StorageConfig
+
+
+async def ledger_counters(client: aioredis.Redis, crawl: str) -> dict[str, int]:
+    raw = await client.hgetall(CrawlKeys(crawl).ledger)
+    return {_text(k): int(v) for k, v in raw.items()}
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def kafka_offsets(cfg: FrontierConfig) -> tuple[Offsets, Offsets]:
+    """(request topics, seeds topic): records written and committed by the crawl's group.
+    Blocking: call it from a thread."""
+    consumer = connection.kafka_consumer(
+        cfg.kafka, group_id=cfg.group_id, connect_timeout=cfg.connect_timeout,
+        client_id=f"report-{cfg.crawl_id}", session_timeout_ms=cfg.session_timeout_ms,
+        heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+        max_poll_interval_ms=cfg.max_poll_interval_ms)
+    try:
+        bands = re.compile(re.escape(cfg.requests_topic) + r"(\.\d+)?")
+        topics = [t for t in consumer.topics() if bands.fullmatch(t)]
+        return (_offsets(consumer, topics),
+                _offsets(consumer, [cfg.seeds_topic] if cfg.seeds_topic in consumer.topics()
+                         else []))
+    finally:
+        consumer.close(autocommit=False)
+
+
+def _offsets(consumer: Any, topics: Iterable[str]) -> Offsets:
+    from kafka import TopicPartition
+
+    tps = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t) or ()]
+    if not tps:
+        return Offsets(0, 0)
+    committed = {tp: consumer.committed(tp) for tp in tps}  # before the ledger is read
+    begin = consumer.beginning_offsets(tps)
+    end = consumer.end_offsets(tps)
+    done = sum(begin[tp] if committed[tp] is None else committed[tp] for tp in tps)
+    return Offsets(written=sum(end.values()), committed=done)
+
+
+async def mongo_counts(settings: BaseSettings, crawl: str) -> tuple[int | None, int | None]:
+    """(items stored, items rejected) in the crawl's collections."""
+    cfg = StorageConfig.from_settings(settings, crawl)
+    if cfg is None:
+        return None, None
+    client = connection.mongo_client(cfg.uri, params=cfg.params,
+                                     connect_timeout=cfg.connect_timeout, timeout=cfg.timeout)
+    try:
+        db = client[cfg.database]
+        return (await db[cfg.crawl_id].count_documents({}),
+                await db[f"{cfg.crawl_id}.rejected"].count_documents({}))
+    finally:
+        await client.close()
+
+
+async def read_report(client: aioredis.Redis, settings: BaseSettings,
+                      crawl: str) -> dict[str, Any]:
+    """The crawl's reconciliation (:func:`crawler.ledger.report.reconcile`)."""
+    cfg = FrontierConfig.from_settings(settings, crawl)
+    requests, seeds = await asyncio.to_thread(kafka_offsets, cfg)
+    counters = await ledger_counters(client, crawl)
+    stored, rejected = await mongo_counts(settings, crawl)
+    now, workers, _bad = await crawlstate.read_workers(client, CrawlKeys(crawl).workers,
+                                                      crawlstate.HeartbeatClock())
+    stale = crawlstate.stale_after_setting(settings)
+    live = sum(not crawlstate.is_lost(now, float(w.get("ts") or 0), stale)
+               for w in workers.values())
+    finished = crawllife.parse_finished(await client.get(CrawlKeys(crawl).finished))
+    return reconcile(counters, crawl_id=crawl, requests=requests, seeds=seeds, stored=stored,
+                     rejected=rejected, finished=finished is not None and not live,
+                     workers=live)
