@@ -83,8 +83,12 @@ def _entries(urls: list[str], files: list[str], fmt: str) -> Iterator[Seed | Bad
 def _publish(settings: BaseSettings, crawl: str, urls: list[str],
              opts: argparse.Namespace) -> int:
     mode = config.get_choice(settings, "SEED_SCOPE", ("add", "reject"))
-    scope = SeedScope.connect(settings, crawl, mode)
     publisher = Publisher.open(settings, crawl)
+    try:
+        scope = SeedScope.connect(settings, crawl, mode)
+    except BaseException:
+        publisher.close()
+        raise
     progress = Progress(opts.progress or sys.stderr.isatty())
     try:
         for entry in _entries(urls, opts.files, opts.format):

@@ -177,8 +177,9 @@ def check_url(url: Any) -> str:
 
 def seed_url(url: Any) -> str:
     """*url* checked (:func:`check_url`) and in normal form (:mod:`crawler.frontier.urls`)."""
+    checked = check_url(url)
     try:
-        return normal_url(check_url(url))
+        return normal_url(checked)
     except ValueError as exc:  # a port out of range, a bad IPv6 literal
         raise CodecError(f"invalid URL {url!r}: {exc}") from None
 

@@ -22,6 +22,7 @@ from crawler.commands import cluster, preflight, seed
 from crawler.frontier import clients as frontier_clients
 from crawler.frontier import crawllife
 from crawler.frontier.config import FrontierConfig
+from crawler.frontier.seedpublish import Publisher
 
 SECRET = "s3cr3t-never-logged"
 SECURE = {"KAFKA_SECURITY_PROTOCOL": "SASL_SSL", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
@@ -116,7 +117,7 @@ def test_the_start_up_check(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_scrapy_seed() -> None:
-    seed.publish(settings(), "c1", [])
+    Publisher.open(settings(), "c1")
     assert_secured(["FakeAdmin", "FakeProducer"])
 
 
@@ -150,7 +151,8 @@ def test_scrapy_seed_says_a_refusal_in_one_line(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(kafka, "KafkaAdminClient", Refused)
     command = seed.Command()
     command.settings = settings()
-    command.run(["mem", "https://a.test/"], argparse.Namespace(crawl_id=None, file=None))
+    command.run(["mem", "https://a.test/"], argparse.Namespace(
+        crawl_id=None, files=[], scope=None, format="auto", progress=False))
     err = capsys.readouterr().err
     assert command.exitcode == 1 and err.count("\n") == 1
     assert err.startswith("scrapy seed: Cannot reach the service of KAFKA_BOOTSTRAP_SERVERS")
