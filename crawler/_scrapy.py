@@ -13,6 +13,9 @@ attribute and signature relied on here, and names what changed if a release brea
   closed by the frontier's worker lifecycle and by middlewares that give up.
 - ``request.meta["_auth_proxy"]``: where ``HttpProxyMiddleware`` remembers whose proxy
   credentials a request carries; it never leaves the process.
+- ``RobotsTxtMiddleware._parsers``: netloc -> the host's robots.txt parser (a Deferred while
+  it downloads, ``None`` when it could not be had), read by
+  :mod:`crawler.middlewares.robots` for the waiters Scrapy gives ``None``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from twisted.internet.defer import Deferred
 
 __all__ = ["AUTH_PROXY_META", "BaseScheduler", "EngineHook", "TunnelError", "as_deferred",
            "close_spider", "engine_paused", "engine_running", "on_request_left",
-           "pause_engine", "unpause_engine"]
+           "pause_engine", "robots_parser_of", "unpause_engine"]
 
 #: meta key of ``HttpProxyMiddleware``: the proxy URL whose credentials the request carries
 AUTH_PROXY_META = "_auth_proxy"
@@ -64,6 +67,16 @@ def on_request_left(crawler: Crawler, callback: Callable[[Request], None]) -> En
 
     slot.remove_request = remove_request
     return EngineHook(slot)
+
+
+def robots_parser_of(middleware: Any, request: Request) -> Any:
+    """The robots.txt parser *middleware* (a ``RobotsTxtMiddleware``) keeps for *request*'s
+    host: None while it downloads or when there is none."""
+    from scrapy.utils.httpobj import urlparse_cached
+    from twisted.internet.defer import Deferred
+
+    parser = middleware._parsers.get(urlparse_cached(request).netloc)
+    return None if isinstance(parser, Deferred) else parser
 
 
 def as_deferred(coro: Coroutine[Any, Any, None]) -> Deferred[None]:

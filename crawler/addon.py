@@ -22,6 +22,19 @@ from crawler.config.readers import SettingError
 
 logger = logging.getLogger(__name__)
 PRIORITY = "addon"
+OFFSITE = "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware"
+DEPTH = "scrapy.spidermiddlewares.depth.DepthMiddleware"
+ROBOTS = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+
+
+def _replace(settings: BaseSettings, name: str, stock: str, ours: str, order: int) -> None:
+    """Put component *ours* where Scrapy's *stock* one is, unless the project switched that
+    one off (``None``) itself."""
+    components = settings.getdict(name)
+    if components.get(stock, order) is not None:
+        components[stock] = None
+        components.setdefault(ours, order)
+        settings.set(name, components, PRIORITY)
 
 
 def distributed(settings: BaseSettings) -> bool:
@@ -56,6 +69,8 @@ class DistributedAddon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         self.register_defaults(settings)
+        _replace(settings, "DOWNLOADER_MIDDLEWARES", ROBOTS,  # every waiter gets the parser
+                 "crawler.middlewares.robots.SharedRobotsTxtMiddleware", 100)
         if distributed(settings):
             self._distributed(settings)
         else:
@@ -78,14 +93,18 @@ class DistributedAddon:
         settings.set("SCHEDULER", "crawler.frontier.scheduler.KafkaScheduler", PRIORITY)
         self._pipelines(settings, {
             "crawler.pipelines.clean.CleanPipeline": 200,
+            "crawler.pipelines.validate.ValidationPipeline": 300,
             "crawler.pipelines.mongo.MongoPipeline": 900,
         })
         self._downloader(settings)
+        _replace(settings, "SPIDER_MIDDLEWARES", DEPTH,  # a seed's own depth_limit meta too
+                 "crawler.middlewares.depth.SeedDepthMiddleware", 900)
         settings.set("METRICS_ENABLED", True, PRIORITY)
         extensions = settings.getdict("EXTENSIONS")
         extensions.setdefault("crawler.extensions.metrics.MetricsExporter", 500)
         settings.set("ALERTS_ENABLED", True, PRIORITY)
         extensions.setdefault("crawler.extensions.alerts.AlertsExtension", 510)
+        extensions.setdefault("crawler.storage.rejected.RejectedItems", 520)  # dropped items
         settings.set("EXTENSIONS", extensions, PRIORITY)
         logger.info(
             "Distributed mode: Kafka %s, Redis %s, MongoDB %s",
@@ -123,6 +142,10 @@ class DistributedAddon:
         for switch, (path, order) in wanted.items():
             if config.get_bool(settings, switch):
                 middlewares.setdefault(path, order)
+        # the offsite filter knows the hosts scrapy seed added to the crawl's scope
+        if middlewares.get(OFFSITE, 50) is not None:
+            middlewares[OFFSITE] = None
+            middlewares.setdefault("crawler.middlewares.scope.ScopeOffsiteMiddleware", 50)
         # the crawl ledger hears why a download gave no response (innermost: first to hear)
         middlewares.setdefault("crawler.middlewares.ledger.LedgerMiddleware", 990)
         if config.get_bool(settings, "RETRY_BACKOFF_ENABLED"):

@@ -69,6 +69,9 @@ LABELLED_COUNTERS: tuple[tuple[str, str, str, str], ...] = (
      "blamed (cause: proxy or origin).", "cause", "proxy/blame/"),
     ("crawler_proxy_probes", "Background probes of dead proxies, by result (ok, failed).",
      "result", "proxy/probes/"),
+    ("crawler_ledger", "The crawl ledger, for the whole crawl (every worker's share, read "
+     "from Redis each second): records by outcome and counts of work; scrapy cluster report "
+     "reconciles them.", "name", "ledger/"),
 )
 NETWORK = (("received", "downloader/response_bytes"), ("sent", "downloader/request_bytes"))
 PROXY_STATES = ("alive", "dead", "probation")

@@ -54,6 +54,7 @@ from crawler.frontier.scope import REFRESH_INTERVAL, CrawlScope
 from crawler.frontier.seeding import SeedClaims
 from crawler.frontier.transport import Channels, Transport
 from crawler.ledger.recorder import LedgerRecorder
+from crawler.ledger.sources import REPORT_TIMEOUT, log_report
 from crawler.ledger.tally import MemoryTally
 from crawler.politeness.hostlimit import (
     HostLimitConfig,
@@ -127,7 +128,8 @@ class KafkaScheduler(Records, BaseScheduler):
         channels = await asyncio.to_thread(self.transport.connect, self.worker,
                                            self._on_records, self.unacked_work)
         self.recorder = LedgerRecorder(self.redis, cfg.crawl_id, self.barrier,
-                                       committed=channels.consumer.committed)
+                                       committed=channels.consumer.committed,
+                                       on_read=self._ledger_read)
         self.start(spider, bloom=bloom, state=state, ledger=RedisLedger(self.redis, cfg.crawl_id),
                    state_ttl=state_ttl, channels=channels,
                    slots=RedisSlotStore(self.redis, cfg.crawl_id),
@@ -154,7 +156,7 @@ class KafkaScheduler(Records, BaseScheduler):
             channels = self.transport.connect(self.worker, self._on_records, self.unacked_work)
         self.spider, self.bloom, self.state = spider, bloom, state
         self.accounting = Accounting(self.crawler, self.leases, tally or MemoryTally())
-        self.scope = CrawlScope(spider, self.redis, cfg.crawl_id)
+        self.scope = CrawlScope(spider, self.redis, cfg.crawl_id, crawler=self.crawler)
         self.recent.recrawl = recrawl = generation_of(bloom)  # docs/recrawl.md
         self.sender, self.consumer = channels.producer, channels.consumer
         self._partitions, self.all_partitions = channels.partitions, channels.all_partitions
@@ -181,6 +183,11 @@ class KafkaScheduler(Records, BaseScheduler):
                              state_ttl=state_ttl, tasks=self._tasks)
         logger.info("Kafka frontier open: crawl %s, worker %s, topics %s (%d partitions)",
                     cfg.crawl_id, self.worker, cfg.requests_topic, self._partitions[0])
+
+    def _ledger_read(self, counters: dict[str, int]) -> None:
+        """The crawl-wide ledger as stats ``ledger/<name>`` (metrics, the final stats)."""
+        for name, value in counters.items():
+            self.stats.set_value(f"ledger/{name}", value)
 
     def _start_gate(self, slots: SlotStore) -> None:
         if self.host_limit is not None:
@@ -222,6 +229,9 @@ class KafkaScheduler(Records, BaseScheduler):
             await self.state.leave(self.worker)
         except Exception as exc:
             logger.warning("Could not remove this worker's heartbeat: %s", exc)
+        if self.redis is not None and self.recorder is not None:
+            await log_report(self.redis, self.crawler.settings, self.config.crawl_id,
+                             timeout=REPORT_TIMEOUT)
         await self._release_redis()
         logger.info("Kafka frontier closed (%s): %d leases acknowledged this run",
                     reason, self.stats.get_value("frontier/acked", 0))

@@ -2,18 +2,22 @@
 
 Both live in one Redis set (:attr:`~crawler.config.keys.CrawlKeys.scope`): a worker adds its
 spider's ``allowed_domains`` when it opens, so that ``scrapy seed`` knows the crawl's scope,
-and extends ``spider.allowed_domains`` with the set's members, so that Scrapy's offsite
-filter (which reads that list at every request) lets the added hosts through. A seed whose
-host is outside the scope even after a fresh read is refused with its reason, never
-dropped in silence (:mod:`crawler.frontier.seeding`). A spider without ``allowed_domains``
-allows everything, and so does its scope.
+and reads the set's members every ``REFRESH_INTERVAL`` seconds; the offsite filter of
+distributed mode (:class:`crawler.middlewares.scope.ScopeOffsiteMiddleware`) lets their
+hosts through as well as the spider's own. A host is looked up by its suffixes in a set, so
+a scope of a million hosts costs what one of ten does. A seed whose host is outside the
+scope even after a fresh read is refused with its reason, never dropped in silence
+(:mod:`crawler.frontier.seeding`). A spider without ``allowed_domains`` allows everything,
+and so does its scope.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from typing import Any
 from urllib.parse import urlsplit
+from weakref import WeakKeyDictionary
 
 import redis.asyncio as aioredis
 
@@ -24,10 +28,22 @@ logger = logging.getLogger(__name__)
 REFRESH_INTERVAL = 5.0  # seconds between reads of the scope set
 
 
-def in_domains(host: str, domains: Any) -> bool:
+def in_domains(host: str, domains: Collection[str]) -> bool:
     """Whether *host* is one of *domains* or below one (Scrapy's offsite rule)."""
     host = host.lower()
-    return any(host == d or host.endswith("." + d) for d in domains)
+    while host:
+        if host in domains:
+            return True
+        host = host.partition(".")[2]
+    return False
+
+
+_SCOPES: WeakKeyDictionary[Any, CrawlScope] = WeakKeyDictionary()
+
+
+def scope_of(crawler: Any) -> CrawlScope | None:
+    """The scope of *crawler*'s crawl, once its frontier has opened."""
+    return _SCOPES.get(crawler)
 
 
 def host_of(url: str) -> str:
@@ -40,10 +56,14 @@ def host_of(url: str) -> str:
 class CrawlScope:
     """The allowed domains of *spider*, shared through Redis (*client* None: not shared)."""
 
-    def __init__(self, spider: Any, client: aioredis.Redis | None, crawl_id: str) -> None:
+    def __init__(self, spider: Any, client: aioredis.Redis | None, crawl_id: str, *,
+                 crawler: Any = None) -> None:
         self.spider, self.client = spider, client
         self.key = CrawlKeys(crawl_id).scope
         self.retry = RedisRetry("crawl scope")
+        self.added: set[str] = set()  # the set's members (seeds' hosts and every spider's)
+        if crawler is not None:
+            _SCOPES[crawler] = self
 
     @property
     def limited(self) -> bool:
@@ -64,16 +84,20 @@ class CrawlScope:
         client = self.client
         members = await retry(lambda: client.smembers(self.key), on_retry=self.retry.on_retry)
         self.retry.succeeded()
-        names = sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
-        allowed = list(self.spider.allowed_domains)
-        new = [n for n in names if n not in allowed]
+        names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+        new = names - self.added - set(self.spider.allowed_domains)
+        self.added = names
         if new:
-            self.spider.allowed_domains = allowed + new
-            logger.info("Crawl scope: %d hosts added by seeds (%s)", len(new),
-                        ", ".join(new[:5]) + (" ..." if len(new) > 5 else ""))
+            shown = sorted(new)[:5]
+            logger.info("Crawl scope: %d hosts added (%s)", len(new),
+                        ", ".join(shown) + (" ..." if len(new) > 5 else ""))
+
+    def admits_host(self, host: str) -> bool:
+        return (not self.limited or in_domains(host, self.added)
+                or in_domains(host, set(self.spider.allowed_domains)))
 
     def admits(self, url: str) -> bool:
-        return not self.limited or in_domains(host_of(url), self.spider.allowed_domains)
+        return self.admits_host(host_of(url))
 
     async def admits_seed(self, url: str) -> bool:
         """Whether seed *url* is in scope, after a fresh read of the set if it seems not."""

@@ -26,6 +26,7 @@ from crawler.frontier.scope import CrawlScope
 from crawler.ledger import outcomes
 
 logger = logging.getLogger(__name__)
+SCOPE_LINES, SCOPE_EVERY = 10, 1000  # warnings of refused seeds: the first ones, then 1 in N
 
 
 class SeedClaims:
@@ -41,6 +42,7 @@ class SeedClaims:
         self.submit, self.stats, self.finish, self.dead = submit, stats, finish, dead
         self._slots = asyncio.Semaphore(limit)
         self.pending = 0  # seed records received and not yet claimed or refused
+        self.refused = 0  # seeds outside the crawl's scope
 
     def take(self, record: Record, lease: Lease) -> Any | None:
         """A coroutine that claims *record*'s seed, or None if the record is invalid."""
@@ -60,23 +62,28 @@ class SeedClaims:
             self.pending -= 1
 
     async def _claim_one(self, request: Request, record: Record, lease: Lease) -> None:
-        if self.scope is not None and not await self.scope.admits_seed(request.url):
-            logger.warning("Seed %s refused: its host is outside the crawl's scope (allowed "
-                           "domains %s; scrapy seed adds hosts unless SEED_SCOPE=reject)",
-                           request.url, ", ".join(getattr(self.spider, "allowed_domains", [])[:5]))
-            self.stats.inc_value("frontier/seeds_out_of_scope")
-            lease.outcome = outcomes.SEED_OUT_OF_SCOPE
-            self.finish(lease)
-            return
         fingerprint = self.fingerprint(request)
         record_id = f"{record.topic}:{record.partition}:{record.offset}"
         claimed = await self.state.claim_seed(fingerprint.hex(), record_id)
         # with a recrawl_after meta, the due store decides (crawler.dedup.due)
-        if claimed or request.dont_filter or RECRAWL_META in request.meta:
+        if not (claimed or request.dont_filter or RECRAWL_META in request.meta):
+            self.stats.inc_value("frontier/seeds_duplicate")
+            lease.outcome = outcomes.SEED_DUPLICATE
+        elif self.scope is not None and not await self.scope.admits_seed(request.url):
+            self._out_of_scope(request.url)
+            lease.outcome = outcomes.SEED_OUT_OF_SCOPE
+        else:
             self.submit(request, fingerprint, filtered=not request.dont_filter)
             self.stats.inc_value("frontier/seeds_taken")
             lease.outcome = outcomes.SEED_ACCEPTED
-        else:
-            self.stats.inc_value("frontier/seeds_duplicate")
-            lease.outcome = outcomes.SEED_DUPLICATE
         self.finish(lease)
+
+    def _out_of_scope(self, url: str) -> None:
+        """Say it for the first ``SCOPE_LINES`` seeds, then every ``SCOPE_EVERY``-th."""
+        refused = self.refused = self.refused + 1
+        self.stats.inc_value("frontier/seeds_out_of_scope")
+        if refused <= SCOPE_LINES or refused % SCOPE_EVERY == 0:
+            domains = ", ".join(getattr(self.spider, "allowed_domains", [])[:5])
+            logger.warning("Seed %s refused (%d so far): its host is outside the crawl's scope "
+                           "(allowed domains %s; scrapy seed adds hosts unless "
+                           "SEED_SCOPE=reject)", url, refused, domains)

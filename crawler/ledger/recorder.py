@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,9 +46,16 @@ class LedgerRecorder:
     """Batches the outcomes of this worker's records into the crawl's ledger hash."""
 
     def __init__(self, client: aioredis.Redis, crawl_id: str, barrier: AckBarrier, *,
-                 committed: Callable[[Partition], int | None], interval: float = 0.1) -> None:
+                 committed: Callable[[Partition], int | None], interval: float = 0.1,
+                 on_read: Callable[[dict[str, int]], None] | None = None,
+                 read_interval: float = 1.0) -> None:
+        """*on_read* gets the crawl-wide counters every *read_interval* seconds (the
+        worker's stats ``ledger/...``: its metrics and its final stats show them)."""
         self.keys = CrawlKeys(crawl_id)
+        self.client = client
         self.barrier, self.committed, self.interval = barrier, committed, interval
+        self.on_read, self.read_interval = on_read, read_interval
+        self._last_read = 0.0
         self._script = client.register_script(SCRIPT)
         self._batch = _Batch()
         self._trimmed: dict[Partition, int] = {}
@@ -78,6 +86,22 @@ class LedgerRecorder:
             except TimeoutError:
                 pass
             await self.flush()
+            if time.monotonic() - self._last_read >= self.read_interval:
+                await self.read()
+
+    async def read(self) -> dict[str, int]:
+        """The crawl-wide counters (to *on_read* too); empty if Redis does not answer."""
+        self._last_read = time.monotonic()
+        try:
+            raw = await self.client.hgetall(self.keys.ledger)
+        except Exception as exc:  # an outage: the flushes say it; try at the next interval
+            logger.debug("Ledger: cannot read the counters: %s", exc)
+            return {}
+        counters = {(k.decode() if isinstance(k, bytes) else str(k)): int(v)
+                    for k, v in raw.items()}
+        if self.on_read is not None:
+            self.on_read(counters)
+        return counters
 
     async def close(self, timeout: float) -> None:
         """Write what is left (within *timeout* seconds: what is not written then was
@@ -88,6 +112,7 @@ class LedgerRecorder:
             return
         try:
             await asyncio.wait_for(asyncio.shield(self._task), timeout)
+            await asyncio.wait_for(self.read(), timeout)
         except TimeoutError:
             self._task.cancel()
             logger.warning("Ledger: %d outcomes not written at close (Redis: %s)",

@@ -5,6 +5,7 @@ meanwhile can only make ``unaccounted`` smaller, never invent a gap."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -16,8 +17,11 @@ from crawler.config.keys import CrawlKeys
 from crawler.connections import clients as connection
 from crawler.frontier import crawllife, crawlstate
 from crawler.frontier.config import FrontierConfig
-from crawler.ledger.report import Offsets, reconcile
+from crawler.ledger.report import Offsets, lines, reconcile
 from crawler.storage.settings import StorageConfig
+
+logger = logging.getLogger(__name__)
+REPORT_TIMEOUT = 15.0  # seconds a worker gives the report at close
 
 
 async def ledger_counters(client: aioredis.Redis, crawl: str) -> dict[str, int]:
@@ -91,3 +95,17 @@ async def read_report(client: aioredis.Redis, settings: BaseSettings,
     return reconcile(counters, crawl_id=crawl, requests=requests, seeds=seeds, stored=stored,
                      rejected=rejected, finished=finished is not None and not live,
                      workers=live)
+
+
+async def log_report(client: aioredis.Redis, settings: BaseSettings, crawl: str, *,
+                     timeout: float) -> None:
+    """The report in the log, a line each (a worker's last words); a line why if it cannot
+    be read within *timeout* seconds."""
+    try:
+        report = await asyncio.wait_for(read_report(client, settings, crawl), timeout)
+    except Exception as exc:  # an outage at close: the crawl's state is intact
+        logger.warning("Crawl ledger: no report at close (%s); scrapy cluster report %s "
+                       "shows it later", str(exc) or type(exc).__name__, crawl)
+        return
+    for line in lines(report):
+        logger.info("Crawl ledger: %s", line)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from pymongo.errors import OperationFailure, PyMongoError, WriteError
 
@@ -38,6 +38,15 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 COLLECTION_SUFFIX = ".failures"
+
+
+class Stored(Protocol):
+    """A record the store writes: its URL (for the log) and its document."""
+
+    @property
+    def url(self) -> str: ...
+
+    def document(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,8 @@ def _retried(exc: Exception) -> bool:
 
 
 class FailureStore:
-    """Upserts :class:`Failure` documents; connects on first use."""
+    """Upserts :class:`Failure` documents (or any :class:`Stored` record, as
+    :mod:`crawler.storage.rejected` does); connects on first use."""
 
     def __init__(
         self, *, uri: str, database: str, collection: str, params: dict[str, Any] | None = None,
@@ -90,9 +100,11 @@ class FailureStore:
         stats: StatsCollector | None = None,
         connect: Callable[[], AsyncMongoClient[dict[str, Any]]] | None = None,
         release: Callable[[AsyncMongoClient[dict[str, Any]]], Awaitable[None]] | None = None,
+        what: str = "request",
     ) -> None:
-        """*connect* gives the client on first use, *release* takes it back at :meth:`close`;
-        by default the store builds its own and closes it."""
+        r"""*connect* gives the client on first use, *release* takes it back at :meth:`close`;
+        by default the store builds its own and closes it. *what* the records are of (the
+        log's and the stats' words: ``request`` failures, rejected ``item``\ s)."""
         self.uri, self.database, self.collection_name = uri, database, collection
         self.params = dict(params or {})  # MONGO_PARAMS
         self.write_concern, self.journal = write_concern, journal
@@ -100,17 +112,23 @@ class FailureStore:
         self.connect_timeout, self.timeout = connect_timeout, timeout
         self.write_timeout = write_timeout
         self._stats = stats
+        self._noun = "failure" if what == "request" else f"rejected {what}"
+        self._stat_names = (("retry/failure_store_errors", "retry/failures_stored",
+                             "retry/failure_store_retries") if what == "request" else
+                            ("rejected/store_errors", "rejected/stored", "rejected/store_retries"))
         self._connect, self._release = connect, release
         self._client: AsyncMongoClient[dict[str, Any]] | None = None
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self | None:
-        """The crawl's failure store, or ``None`` without ``MONGO_URI`` (single node)."""
+    def from_crawler(cls, crawler: Crawler, *, suffix: str = COLLECTION_SUFFIX,
+                     what: str = "request") -> Self | None:
+        """The crawl's failure store (*suffix*: of another collection of records, of
+        *what*), or ``None`` without ``MONGO_URI`` (single node)."""
         cfg = StorageConfig.of(crawler)
         if cfg is None:
             return None
         return cls(
-            uri=cfg.uri, database=cfg.database, collection=cfg.crawl_id + COLLECTION_SUFFIX,
+            uri=cfg.uri, database=cfg.database, collection=cfg.crawl_id + suffix, what=what,
             params=cfg.params,
             write_concern=cfg.write_concern, journal=cfg.journal,
             retry_backoff=cfg.retry_backoff, retry_backoff_max=cfg.retry_backoff_max,
@@ -120,7 +138,7 @@ class FailureStore:
             release=partial(shared.release_mongo, crawler),
         )
 
-    async def record(self, failure: Failure) -> bool:
+    async def record(self, failure: Stored) -> bool:
         """Upsert *failure*; return once it is written (True) or cannot ever be (False).
 
         Every error but a rejection of the document is retried with backoff for ever.
@@ -140,13 +158,14 @@ class FailureStore:
                         errors=(PyMongoError,), is_transient=_retried, on_retry=retrying,
                         base=self.retry_backoff, cap=self.retry_backoff_max)
         except PyMongoError as exc:  # the document itself can never be stored
-            self._inc("retry/failure_store_errors")
-            logger.error("Cannot record the failure of %s in MongoDB: %s",
-                         failure.url, describe(exc))
+            self._inc(self._stat_names[0])
+            logger.error("Cannot record the %s of %s in MongoDB: %s", self._noun, failure.url,
+                         describe(exc))
             return False
         if attempts:
-            logger.info("Recorded the failure of %s after %d retries", failure.url, attempts)
-        self._inc("retry/failures_stored")
+            logger.info("Recorded the %s of %s after %d retries", self._noun, failure.url,
+                        attempts)
+        self._inc(self._stat_names[1])
         return True
 
     async def close(self) -> None:
@@ -164,11 +183,12 @@ class FailureStore:
 
     def _retrying(self, attempt: int, error: PyMongoError) -> None:
         """One line per retry (they thin out with the backoff): WARNING for an outage."""
-        self._inc("retry/failure_store_retries")
+        self._inc(self._stat_names[2])
         transient = is_transient(error) or getattr(error, "code", None) == 11000
         log = logger.warning if transient else logger.error
-        log("Recording a failed request in MongoDB %s failed (%s); retrying until it "
-            "succeeds, next in %.1f s: the request waits", mask_url(self.uri), describe(error),
+        log("Recording a %s in MongoDB %s failed (%s); retrying until it "
+            "succeeds, next in %.1f s: the request waits", self._noun, mask_url(self.uri),
+            describe(error),
             retry_delay(attempt, self.retry_backoff, self.retry_backoff_max))
 
     def _inc(self, key: str) -> None:

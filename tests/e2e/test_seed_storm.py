@@ -43,11 +43,14 @@ def test_fifty_thousand_seeds_are_claimed_once_without_exhausting_redis(
         stack, crawl_id, tmp_path, demo_site, demo_site_pages):
     env = {**stack.env(), "CRAWL_ID": crawl_id}
     seeds = tmp_path / "seeds.txt"
-    # offsite hosts: each seed is claimed, produced, consumed and dropped by the offsite
-    # middleware, so the test measures seeding, not downloading
+    # hosts outside the crawl's scope: each seed is claimed, then refused by the workers'
+    # scope check, so the test measures seeding, not downloading. --scope reject: by default
+    # scrapy seed adds a seed's host to the crawl's scope (and the seeds would be fetched);
+    # no worker has said the crawl's scope yet, so the command leaves the check to them
     seeds.write_text("".join(f"http://s{i}.seed.invalid/\n" for i in range(SEEDS)))
     proc = subprocess.run(
-        [sys.executable, "-m", "scrapy", "seed", "site", "-f", str(seeds), "--crawl-id", crawl_id],
+        [sys.executable, "-m", "scrapy", "seed", "site", "-f", str(seeds), "--crawl-id", crawl_id,
+         "--scope", "reject"],
         env={**os.environ, **env, "SCRAPY_SETTINGS_MODULE": "crawler.settings"},
         capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -61,7 +64,8 @@ def test_fifty_thousand_seeds_are_claimed_once_without_exhausting_redis(
     assert codes == [0, 0], text[-4000:]
     per_worker = [open(name, errors="replace").read() for name in logs]
     # each worker also publishes its start URL as a seed: one of the two copies wins
-    assert _total(per_worker, "frontier/seeds_taken") == SEEDS + 1
+    assert _total(per_worker, "frontier/seeds_taken") == 1
+    assert _total(per_worker, "frontier/seeds_out_of_scope") == SEEDS
     assert _total(per_worker, "frontier/seeds_duplicate") == 1
     assert _claims(env["REDIS_URL"], crawl_id) == SEEDS + 1
     assert "Too many connections" not in text

@@ -4,7 +4,8 @@
 and to one of each: a broken link (``/missing/<n>``: 404), a redirect (``/moved`` -> 301
 ``/landing``), an off-site link (another loopback address), a path robots.txt forbids
 (``/private/secret``), a chain deeper than the depth limit (``/deep/<k>`` links to
-``/deep/<k+1>`` up to ``DEEP``) and a page that always answers 503 (``/flaky``). Only seeds
+``/deep/<k+1>`` up to ``DEEP``), a page that always answers 500 (``/flaky``) and a page
+titled "reject me" (``/odd``). Only seeds
 reach ``/seeded/<n>``. Each 200 answer is remembered (:attr:`LedgerSite.ok`).
 """
 
@@ -79,12 +80,14 @@ class LedgerSite(ThreadingHTTPServer):
             return 200, {"Content-Type": "text/plain"}, ROBOTS
         if path == "/":
             links = ["/p/0", "/missing/1", "/moved", self.offsite, "/private/secret",
-                     "/deep/1", "/flaky"]
+                     "/deep/1", "/flaky", "/odd"]
             return 200, {}, _page("home", links)
         if path == "/moved":
             return 301, {"Location": "/landing"}, b""
         if path == "/flaky":
-            return 503, {}, b"try later"
+            return 500, {}, b"broken for good"
+        if path == "/odd":
+            return 200, {}, _page("reject me", [])
         for prefix, render in (("/p/", self._tree), ("/deep/", self._deep),
                                ("/seeded/", self._leaf), ("/landing", self._leaf)):
             if path.startswith(prefix):

@@ -73,3 +73,29 @@ def test_gzip_is_known_by_its_bytes_and_csv_by_its_name(tmp_path: Path) -> None:
     assert seedfiles.format_of("a/seeds.CSV.gz") == "csv"
     assert seedfiles.format_of("seeds.jsonl") == "lines"
     assert seedfiles.format_of("seeds.jsonl", "csv") == "csv"
+
+
+def test_a_seed_s_depth_limit_bounds_the_links_below_it() -> None:
+    from scrapy import Request, Spider
+    from scrapy.http import HtmlResponse
+    from scrapy.utils.test import get_crawler
+
+    from crawler.middlewares.depth import SeedDepthMiddleware
+
+    class Deep(Spider):
+        name = "deep"
+
+    crawler = get_crawler(Deep, {"DEPTH_LIMIT": 10})
+    middleware = SeedDepthMiddleware.from_crawler(crawler)
+
+    def child(depth: int, meta: dict[str, object]) -> Request | None:
+        response = HtmlResponse("http://a.test/", request=Request(
+            "http://a.test/", meta={"depth": depth, **meta}))
+        return middleware.get_processed_request(Request("http://a.test/x"), response)
+
+    kept = child(1, {"depth_limit": 2})
+    assert kept is not None and kept.meta == {"depth": 2, "depth_limit": 2}
+    assert child(2, {"depth_limit": 2}) is None  # depth 3 is past the seed's limit
+    assert child(5, {}) is not None  # without one, DEPTH_LIMIT alone
+    assert child(10, {}) is None
+    assert crawler.stats.get_value("depth/request_ignored_count") == 2  # type: ignore[union-attr]
