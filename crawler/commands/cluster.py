@@ -136,13 +136,15 @@ class Reader:
         hosts = await self._proxy_hosts()
         finished = crawllife.parse_finished(await self.client.get(self.keys.finished))
         raw_alerts = await self.client.hgetall(self.keys.alerts)
+        ledger = await ledger_sources.ledger_counters(self.client, self.crawl)
         return Snapshot(
             crawl_id=self.crawl, now=now, workers=workers, unreadable=unreadable,
             bloom=asdict(info) if info.slices else None,
             proxies=clusterview.proxy_counts(int(members), health),
             finished_at=finished.closed if finished is not None else None,
             alerts=clusterview.parse_alerts(raw_alerts, now),
-            proxy_faults=proxyview.proxy_faults(health), host_faults=proxyview.host_faults(hosts))
+            proxy_faults=proxyview.proxy_faults(health), host_faults=proxyview.host_faults(hosts),
+            ledger=ledger)
 
     async def _proxy_hosts(self) -> dict[Any, Any]:
         """By HSCAN: a field per host and cause can make a hash too big for one HGETALL."""

@@ -95,7 +95,7 @@ def _publish(settings: BaseSettings, crawl: str, urls: list[str],
             if isinstance(entry, Bad):
                 print(f"{entry.where}: skipped: {entry.reason}", file=sys.stderr)
                 publisher.counts["invalid"] += 1
-            elif scope.admits(entry.url):
+            elif scope.admits(entry.url, entry.host):
                 publisher.send(entry)
             else:
                 print(f"{entry.url}: refused: its host is outside the crawl's scope "

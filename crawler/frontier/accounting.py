@@ -20,6 +20,7 @@ from crawler.ledger import outcomes
 
 #: worker stats whose growth the ledger counts as plain counters: how much work there was
 STAT_COUNTERS = {
+    "frontier/consumed": "records/consumed",  # deliveries: a redelivered record counts again
     "frontier/produced": "requests/produced",
     "bloom/filtered": "requests/filtered",
     "frontier/refused": "discarded/refused",

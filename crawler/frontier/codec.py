@@ -177,10 +177,22 @@ def check_url(url: Any) -> str:
 
 def seed_url(url: Any) -> str:
     """*url* checked (:func:`check_url`) and in normal form (:mod:`crawler.frontier.urls`)."""
-    checked = check_url(url)
+    return seed_url_and_host(url)[0]
+
+
+def seed_url_and_host(url: Any) -> tuple[str, str]:
+    """:func:`seed_url`, and its host, from one split of the URL."""
+    if not isinstance(url, str) or not url.strip():
+        raise CodecError("missing 'url'")
     try:
-        return normal_url(checked)
-    except ValueError as exc:  # a port out of range, a bad IPv6 literal
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+        if parts.scheme not in ("http", "https") or not host:
+            raise CodecError(f"invalid URL {url!r}: expected an absolute http(s) URL")
+        return normal_url(url, parts), host
+    except CodecError:
+        raise
+    except ValueError as exc:  # unparsable, a port out of range, a bad IPv6 literal
         raise CodecError(f"invalid URL {url!r}: {exc}") from None
 
 

@@ -18,7 +18,7 @@ import io
 import json
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
 from crawler.frontier import codec
@@ -34,6 +34,7 @@ class Seed:
 
     value: bytes
     url: str
+    host: str = field(default="", compare=False)  # the URL's, when the reader has it
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +67,8 @@ def seed_of(text: str) -> Seed:
     """The seed of one line (a URL or a JSON object); :class:`~crawler.frontier.codec.
     CodecError` says why it is none."""
     if not text.startswith("{"):
-        url = codec.seed_url(text)
-        return Seed(url.encode(), url)
+        url, host = codec.seed_url_and_host(text)
+        return Seed(url.encode(), url, host)
     request = codec.decode_seed(text.encode())  # checks every field
     data = json.loads(text)
     if data["url"] == request.url:  # in normal form already: sent as written
@@ -79,14 +80,14 @@ def seed_of(text: str) -> Seed:
 def _csv_seed(row: list[str]) -> Seed:
     if not row or len(row) > 2:
         raise codec.CodecError("a CSV seed is url[,priority]")
-    url = codec.seed_url(row[0].strip())
+    url, host = codec.seed_url_and_host(row[0].strip())
     if len(row) == 1 or not row[1].strip():
-        return Seed(url.encode(), url)
+        return Seed(url.encode(), url, host)
     try:
         priority = int(row[1])
     except ValueError:
         raise codec.CodecError(f"priority {row[1]!r} is not an integer") from None
-    return Seed(json.dumps({"url": url, "priority": priority}).encode(), url)
+    return Seed(json.dumps({"url": url, "priority": priority}).encode(), url, host)
 
 
 def read(handle: IO[str], source: str, fmt: str) -> Iterator[Seed | Bad]:

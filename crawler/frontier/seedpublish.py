@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from collections import Counter
 from typing import Any
 
@@ -38,8 +39,10 @@ class _Url:
 class Publisher:
     """Sends seed records to ``<CRAWL_ID>.seeds``, keyed as the workers key requests."""
 
-    def __init__(self, producer: Any, topic: str, key_for: Any, timeout: float) -> None:
+    def __init__(self, producer: Any, topic: str, key_for: Any, timeout: float,
+                 partitions: int = 1) -> None:
         self.producer, self.topic, self.key_for, self.timeout = producer, topic, key_for, timeout
+        self.partitions = partitions
         self.counts: Counter[str] = Counter(published=0, invalid=0, out_of_scope=0, failed=0)
         self.started = time.monotonic()
         self.errors: list[str] = []
@@ -59,11 +62,18 @@ class Publisher:
                                      connect_timeout=timeout)
         producer = connection.kafka_producer(kafka, connect_timeout=timeout,
                                              linger_ms=LINGER_MS, client_id=f"seed-{crawl}")
-        return cls(producer, f"{crawl}.seeds", key_for, timeout)
+        if not config.get_str(settings, "LOG_LEVEL").upper().startswith("DEBUG"):
+            logging.getLogger("kafka").setLevel(logging.INFO)  # no DEBUG record per send
+        known = getattr(producer, "partitions_for", lambda _topic: None)(f"{crawl}.seeds")
+        count = len(known or ()) or partitions
+        return cls(producer, f"{crawl}.seeds", key_for, timeout, count)
 
     def send(self, seed: Seed) -> None:
-        future = self.producer.send(self.topic, key=self.key_for(_Url(seed.url)),
-                                    value=seed.value)
+        # a seed's record key and partition do not matter (any worker claims it, and keys
+        # the request it makes itself): its host and a crc32 of it, not a parse and murmur2
+        key = seed.host.encode() if seed.host else self.key_for(_Url(seed.url))
+        future = self.producer.send(self.topic, key=key, value=seed.value,
+                                    partition=zlib.crc32(key) % self.partitions)
         future.add_errback(self._failed)
         self.counts["published"] += 1
 
@@ -113,9 +123,10 @@ class SeedScope:
     def added(self) -> int:
         return len(self.new) if self.mode == "add" else 0
 
-    def admits(self, url: str) -> bool:
-        """Whether seed *url* may go (in ``add`` mode a new host joins the scope)."""
-        host = host_of(url)
+    def admits(self, url: str, host: str = "") -> bool:
+        """Whether seed *url* (of *host*, if known) may go (in ``add`` mode a new host joins
+        the scope)."""
+        host = host or host_of(url)
         if host in self.new or in_domains(host, self.known):
             return True
         if self.mode == "add" or not self.known:  # no worker said its scope yet: they decide

@@ -8,7 +8,7 @@ Lower-case scheme and host, no default port, no dot segments (RFC 3986, 5.2.4), 
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -33,10 +33,11 @@ def remove_dot_segments(path: str) -> str:
     return result if result.startswith("/") or not path.startswith("/") else "/" + result
 
 
-def normal_url(url: str) -> str:
+def normal_url(url: str, parts: SplitResult | None = None) -> str:
     """*url* (absolute, http or https: :func:`crawler.frontier.codec.check_url`) in normal
-    form; raises ``ValueError`` for a URL :func:`urllib.parse.urlsplit` refuses."""
-    parts = urlsplit(url.strip())
+    form (*parts*: its :func:`~urllib.parse.urlsplit`, if the caller has it); raises
+    ``ValueError`` for a URL :func:`urllib.parse.urlsplit` refuses."""
+    parts = parts if parts is not None else urlsplit(url.strip())
     scheme = parts.scheme.lower()
     host = parts.hostname or ""
     if ":" in host:  # IPv6

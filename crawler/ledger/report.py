@@ -70,8 +70,8 @@ def reconcile(counters: Mapping[str, int], *, crawl_id: str, requests: Offsets,
                                                         o.ITEMS_ERROR)),
                   **_by(c, "items/")},
         "discarded": _by(c, "discarded/"),
-        "work": {k: c.get(k, 0) for k in ("requests/produced", "requests/filtered",
-                                          "retries", "dead_lettered")},
+        "work": {k: c.get(k, 0) for k in ("records/consumed", "requests/produced",
+                                          "requests/filtered", "retries", "dead_lettered")},
     }
 
 

@@ -41,6 +41,7 @@ class Snapshot:
     alerts: dict[str, dict[str, Any]] | None = None  # parse_alerts(); None: not read
     proxy_faults: list[dict[str, Any]] | None = None  # proxyview.proxy_faults(); None: not read
     host_faults: dict[str, dict[str, int]] | None = None  # proxyview.host_faults(); None: not read
+    ledger: dict[str, int] | None = None  # the crawl ledger's counters; None: not read
 
 
 def _text(value: Any) -> str:
@@ -164,8 +165,29 @@ def build_status(snapshot: Snapshot, rates: Mapping[str, float | None],
         "finished_at": snapshot.finished_at,
         "alerts": alerts_status(snapshot.alerts),
         "proxy_failures": proxyview.failures_status(snapshot.proxy_faults, snapshot.host_faults),
+        "ledger": ledger_summary(snapshot.ledger),
     }
 
+
+def ledger_summary(counters: Mapping[str, int] | None) -> dict[str, Any] | None:
+    """The ledger's outcomes, summed by kind (``scrapy cluster report`` adds Kafka's side)."""
+    if counters is None:
+        return None
+    total: dict[str, Any] = {"fetched": 0, "failed": 0, "dropped": {}, "dead": 0, "seeds": 0,
+                             "items_stored": counters.get("items/stored", 0),
+                             "items_dropped": counters.get("items/dropped", 0),
+                             "redelivered": 0}
+    for name, value in counters.items():
+        kind, _, rest = name.partition("/")
+        if kind in ("fetched", "failed", "seeds"):
+            total[kind] += value
+        elif kind == "dropped":
+            total["dropped"][rest] = value
+        elif name == "dead":
+            total["dead"] += value
+        elif kind == "again" and not rest.startswith("items/"):
+            total["redelivered"] += value
+    return total
 
 def _partition_lag(snapshot: Snapshot, nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Lag per partition from the live nodes' heartbeats (each reports its own partitions);

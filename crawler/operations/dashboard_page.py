@@ -77,6 +77,8 @@ section .d{color:#667;font-size:12px;margin-top:4px}
 <div><table class="faults" id="hosts-table"><thead><tr><th>host</th><th>proxy faults</th>
 <th>origin faults</th></tr></thead><tbody id="hosts-body"></tbody></table>
 <div class="d" id="hosts-note"></div></div></div></section>
+<section><h2>crawl ledger (every worker, since the crawl began)</h2><div id="ledger">-</div>
+<div class="d">pending and unaccounted records: scrapy cluster report</div></section>
 <section><h2>alerts</h2><div id="alerts">-</div>
 <div id="finished" class="d"></div></section>
 </main>
@@ -164,6 +166,15 @@ function showStores(s) {
       "no proxy in this crawl");
 }
 
+function showLedger(l) {
+  if (!l) { put("ledger", "-"); return; }
+  const dropped = Object.entries(l.dropped).map(([k, v]) => k + " " + v).join(", ");
+  put("ledger", l.fetched + " fetched, " + l.failed + " failed, dropped: " +
+      (dropped || "none") + ", " + l.dead + " dead, " + l.seeds + " seed records, " +
+      l.items_stored + " items stored, " + l.items_dropped + " items rejected, " +
+      l.redelivered + " redelivered");
+}
+
 function show(s) {
   const t = s.totals;
   put("crawl-id", s.crawl_id);
@@ -178,6 +189,7 @@ function show(s) {
       t.buffered + " buffered, " + t.delayed + " delayed");
   showFailures(s); showStores(s); showNodes(s.nodes);
   showProxyFailures(s.proxy_failures || null);
+  showLedger(s.ledger || null);
   const active = (s.alerts && s.alerts.active) || [];
   const how = (s.alerts && s.alerts.status) || "-";
   put("alerts", active.length ? active.map((a) => JSON.stringify(a)).join("; ")

@@ -64,3 +64,11 @@ def test_the_hostile_benchmark_runs_its_three_crawls(tmp_path: Path) -> None:
     assert data["site"]["pages_503x3"] == [13, 15, 16]  # seed 1's first 20 pages
     assert "| a-hostile-mixed | 1 |" in (out / "report.md").read_text()
     assert "longest gap s" in printed  # the table is printed too
+
+
+def test_the_seed_benchmark_runs_small() -> None:
+    """``benchmarks.seeds`` with 20,000 seeds: every seed in the topic, plain and gzip."""
+    result = subprocess.run([sys.executable, "-m", "benchmarks.seeds", "--seeds", "20000"],
+                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count("topic holds 20,000") == 2, result.stdout

@@ -75,7 +75,7 @@ def test_json_shape():
     status = json.loads(clusterview.to_json(_status()))
     assert set(status) == {"crawl_id", "time", "stale_after", "nodes", "totals", "unreadable",
                            "lag", "dedup", "proxies", "finished_at", "alerts",
-                           "proxy_failures"}
+                           "proxy_failures", "ledger"}
     assert set(status["nodes"][0]) == {
         "id", "host", "pid", "health", "age", "lag", "partitions", "assigned", "leases",
         "buffered", "delayed", "acked", "pages", "items", "rate"}
@@ -122,3 +122,13 @@ def test_lag_per_partition_comes_from_the_live_heartbeats():
         clusterview.Snapshot(crawl_id="c", now=now, workers=workers), {}, stale_after=3.0)
     assert status["lag"]["per_partition"] == {"c.requests:0": 5, "c.requests:1": 0}
     assert "c.requests:0=5" in clusterview.render_text(status)
+
+
+def test_the_ledger_is_summed_by_kind():
+    counters = {"fetched/2xx": 5, "fetched/4xx": 2, "failed/retries": 1, "dropped/robots": 1,
+                "dead": 1, "seeds/accepted": 2, "seeds/duplicate": 1, "items/stored": 4,
+                "again/fetched/2xx": 3, "again/items/stored": 3, "retries": 7}
+    assert clusterview.ledger_summary(counters) == {
+        "fetched": 7, "failed": 1, "dropped": {"robots": 1}, "dead": 1, "seeds": 3,
+        "items_stored": 4, "items_dropped": 0, "redelivered": 3}
+    assert clusterview.ledger_summary(None) is None
