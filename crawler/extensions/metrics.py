@@ -33,6 +33,7 @@ from scrapy.statscollectors import StatsCollector
 from crawler.config import readers as config
 from crawler.config.keys import worker_id
 from crawler.extensions.proxymetrics import proxy_families
+from crawler.ledger.balance import of_stats
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +157,21 @@ class CrawlStatsCollector(Collector):
             for state in present:
                 proxies.add_metric([*values, state], _number(stats[f"proxy/pool/{state}"]))
             yield proxies
+        yield from self._balance(stats)
         yield from self._alerts(stats)
+
+    def _balance(self, stats: dict[str, Any]) -> Iterator[Metric]:
+        """``ledger_balance/<name>`` (crawler.ledger.balance): the crawl's, as last read."""
+        found = of_stats(stats)
+        if not found:
+            return
+        family = GaugeMetricFamily(
+            "crawler_ledger_balance_records", "The crawl's balance at the worker's last read "
+            "(every 30 s): pending, unaccounted, Kafka lag, redelivered records.",
+            labels=[*LABELS, "name"])
+        for name, value in sorted(found.items()):
+            family.add_metric([*self.labels.values(), name], _number(value))
+        yield family
 
     def _alerts(self, stats: dict[str, Any]) -> Iterator[Metric]:
         """``alerts/active/<name>`` (set by the alerts extension) as one gauge per alert."""

@@ -29,7 +29,7 @@ from crawler.frontier.config import FrontierConfig
 from crawler.frontier.leases import Lease, LeaseRegistry
 from crawler.frontier.outbox import Outbox
 from crawler.frontier.transport import Consumer, Producer
-from crawler.ledger import outcomes
+from crawler.ledger import balance, outcomes
 
 logger = logging.getLogger(__name__)
 LAG_STAT = "frontier/lag/"
@@ -107,7 +107,8 @@ class WorkerLifecycle:
                 "crawl_id": self.config.crawl_id, "started": self.started,
                 "pages": stat("response_received_count", 0),
                 "items": stat("item_scraped_count", 0), "metrics_port": stat("metrics/port"),
-                "lag_by_partition": snap.get("lag_by_partition", {})}
+                "lag_by_partition": snap.get("lag_by_partition", {}),
+                "ledger_balance": balance.of_stats(self.stats.get_stats())}
         self.publish_lag(info["lag_by_partition"])
         self.stats.max_value("frontier/unacked_peak", f.consumer.unacked_peak)
         return LocalState(self.local_idle(), snap["assigned"], snap["lag"], info)

@@ -53,6 +53,7 @@ from crawler.frontier.records import LEASE_KEY, Records
 from crawler.frontier.scope import REFRESH_INTERVAL, CrawlScope
 from crawler.frontier.seeding import SeedClaims
 from crawler.frontier.transport import Channels, Transport
+from crawler.ledger.balance import BalanceWatch
 from crawler.ledger.recorder import LedgerRecorder
 from crawler.ledger.sources import REPORT_TIMEOUT, log_report
 from crawler.ledger.tally import MemoryTally
@@ -137,6 +138,8 @@ class KafkaScheduler(Records, BaseScheduler):
         self.recorder.start()
         await self.scope.open()
         self._tasks.spawn(every(REFRESH_INTERVAL, self.scope.refresh), "crawl scope")
+        balance = BalanceWatch(self.redis, self.crawler.settings, cfg.crawl_id, self.stats)
+        self._tasks.spawn(balance.run(), "ledger balance")
 
     def _bloom(self) -> DedupBackend:
         """The crawl's shared dupefilter (``FRONTIER_DEDUP_CLASS``) on this worker's Redis."""

@@ -67,8 +67,10 @@ def _offsets(consumer: Any, topics: Iterable[str]) -> Offsets:
                    committed=sum(done.values()))
 
 
-async def mongo_counts(settings: BaseSettings, crawl: str) -> tuple[int | None, int | None]:
-    """(items stored, items rejected) in the crawl's collections."""
+async def mongo_counts(settings: BaseSettings, crawl: str, *,
+                       exact: bool = True) -> tuple[int | None, int | None]:
+    """(items stored, items rejected) in the crawl's collections (not *exact*: MongoDB's
+    estimate from its metadata, which costs nothing on a big collection)."""
     cfg = StorageConfig.from_settings(settings, crawl)
     if cfg is None:
         return None, None
@@ -76,19 +78,23 @@ async def mongo_counts(settings: BaseSettings, crawl: str) -> tuple[int | None, 
                                      connect_timeout=cfg.connect_timeout, timeout=cfg.timeout)
     try:
         db = client[cfg.database]
-        return (await db[cfg.crawl_id].count_documents({}),
-                await db[f"{cfg.crawl_id}.rejected"].count_documents({}))
+        items, rejected = db[cfg.crawl_id], db[f"{cfg.crawl_id}.rejected"]
+        if not exact:
+            return (await items.estimated_document_count(),
+                    await rejected.estimated_document_count())
+        return await items.count_documents({}), await rejected.count_documents({})
     finally:
         await client.close()
 
 
 async def read_report(client: aioredis.Redis, settings: BaseSettings,
-                      crawl: str) -> dict[str, Any]:
-    """The crawl's reconciliation (:func:`crawler.ledger.report.reconcile`)."""
+                      crawl: str, *, exact: bool = True) -> dict[str, Any]:
+    """The crawl's reconciliation (:func:`crawler.ledger.report.reconcile`; not *exact*:
+    MongoDB's estimated counts)."""
     cfg = FrontierConfig.from_settings(settings, crawl)
     requests, seeds = await asyncio.to_thread(kafka_offsets, cfg)
     counters = await ledger_counters(client, crawl)
-    stored, rejected = await mongo_counts(settings, crawl)
+    stored, rejected = await mongo_counts(settings, crawl, exact=exact)
     now, workers, _bad = await crawlstate.read_workers(client, CrawlKeys(crawl).workers,
                                                       crawlstate.HeartbeatClock())
     stale = crawlstate.stale_after_setting(settings)

@@ -165,18 +165,32 @@ def build_status(snapshot: Snapshot, rates: Mapping[str, float | None],
         "finished_at": snapshot.finished_at,
         "alerts": alerts_status(snapshot.alerts),
         "proxy_failures": proxyview.failures_status(snapshot.proxy_faults, snapshot.host_faults),
-        "ledger": ledger_summary(snapshot.ledger),
+        "ledger": ledger_summary(snapshot.ledger, _balance(snapshot)),
     }
 
 
-def ledger_summary(counters: Mapping[str, int] | None) -> dict[str, Any] | None:
-    """The ledger's outcomes, summed by kind (``scrapy cluster report`` adds Kafka's side)."""
+def _balance(snapshot: Snapshot) -> dict[str, Any] | None:
+    """The crawl's balance from the newest heartbeat that carries one."""
+    newest: tuple[float, dict[str, Any]] | None = None
+    for doc in snapshot.workers.values():
+        info = doc.get("info", {}) if isinstance(doc, dict) else {}
+        found = info.get("ledger_balance") if isinstance(info, dict) else None
+        ts = float(doc.get("ts") or 0) if isinstance(doc, dict) else 0.0
+        if found and (newest is None or ts > newest[0]):
+            newest = (ts, found)
+    return newest[1] if newest else None
+
+
+def ledger_summary(counters: Mapping[str, int] | None,
+                   balance: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The ledger's outcomes, summed by kind, and the *balance* a worker last read
+    (``pending``, ``unaccounted``...: :mod:`crawler.ledger.balance`)."""
     if counters is None:
         return None
     total: dict[str, Any] = {"fetched": 0, "failed": 0, "dropped": {}, "dead": 0, "seeds": 0,
                              "items_stored": counters.get("items/stored", 0),
                              "items_dropped": counters.get("items/dropped", 0),
-                             "redelivered": 0}
+                             "redelivered": 0, "balance": dict(balance or {})}
     for name, value in counters.items():
         kind, _, rest = name.partition("/")
         if kind in ("fetched", "failed", "seeds"):

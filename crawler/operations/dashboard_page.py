@@ -78,7 +78,8 @@ section .d{color:#667;font-size:12px;margin-top:4px}
 <th>origin faults</th></tr></thead><tbody id="hosts-body"></tbody></table>
 <div class="d" id="hosts-note"></div></div></div></section>
 <section><h2>crawl ledger (every worker, since the crawl began)</h2><div id="ledger">-</div>
-<div class="d">pending and unaccounted records: scrapy cluster report</div></section>
+<div class="d" id="ledger-balance">pending and unaccounted records: scrapy cluster report</div>
+</section>
 <section><h2>alerts</h2><div id="alerts">-</div>
 <div id="finished" class="d"></div></section>
 </main>
@@ -173,6 +174,9 @@ function showLedger(l) {
       (dropped || "none") + ", " + l.dead + " dead, " + l.seeds + " seed records, " +
       l.items_stored + " items stored, " + l.items_dropped + " items rejected, " +
       l.redelivered + " redelivered");
+  const b = l.balance || {};
+  if (b.pending !== undefined) put("ledger-balance", "pending " + b.pending + ", unaccounted " +
+      b.unaccounted + ", Kafka lag " + b.lag + " (a worker's read, every 30 s)");
 }
 
 function show(s) {

@@ -130,5 +130,5 @@ def test_the_ledger_is_summed_by_kind():
                 "again/fetched/2xx": 3, "again/items/stored": 3, "retries": 7}
     assert clusterview.ledger_summary(counters) == {
         "fetched": 7, "failed": 1, "dropped": {"robots": 1}, "dead": 1, "seeds": 3,
-        "items_stored": 4, "items_dropped": 0, "redelivered": 3}
+        "items_stored": 4, "items_dropped": 0, "redelivered": 3, "balance": {}}
     assert clusterview.ledger_summary(None) is None
