@@ -96,6 +96,8 @@ class DistributedAddon:
             "crawler.pipelines.validate.ValidationPipeline": 300,
             "crawler.pipelines.mongo.MongoPipeline": 900,
         })
+        _replace(settings, "DOWNLOADER_MIDDLEWARES", OFFSITE,  # the hosts scrapy seed added
+                 "crawler.middlewares.scope.ScopeOffsiteMiddleware", 50)
         self._downloader(settings)
         _replace(settings, "SPIDER_MIDDLEWARES", DEPTH,  # a seed's own depth_limit meta too
                  "crawler.middlewares.depth.SeedDepthMiddleware", 900)
@@ -142,10 +144,6 @@ class DistributedAddon:
         for switch, (path, order) in wanted.items():
             if config.get_bool(settings, switch):
                 middlewares.setdefault(path, order)
-        # the offsite filter knows the hosts scrapy seed added to the crawl's scope
-        if middlewares.get(OFFSITE, 50) is not None:
-            middlewares[OFFSITE] = None
-            middlewares.setdefault("crawler.middlewares.scope.ScopeOffsiteMiddleware", 50)
         # the crawl ledger hears why a download gave no response (innermost: first to hear)
         middlewares.setdefault("crawler.middlewares.ledger.LedgerMiddleware", 990)
         if config.get_bool(settings, "RETRY_BACKOFF_ENABLED"):

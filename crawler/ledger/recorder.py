@@ -30,6 +30,7 @@ import redis.asyncio as aioredis
 from crawler.config.keys import CrawlKeys
 from crawler.connections.retry import RedisRetry, retry
 from crawler.frontier.leases import AckBarrier, Partition
+from crawler.ledger.sources import ledger_counters
 
 logger = logging.getLogger(__name__)
 SCRIPT = files("crawler.ledger").joinpath("lua", "record.lua").read_text(encoding="utf-8")
@@ -93,12 +94,10 @@ class LedgerRecorder:
         """The crawl-wide counters (to *on_read* too); empty if Redis does not answer."""
         self._last_read = time.monotonic()
         try:
-            raw = await self.client.hgetall(self.keys.ledger)
+            counters = await ledger_counters(self.client, self.keys.crawl_id)
         except Exception as exc:  # an outage: the flushes say it; try at the next interval
             logger.debug("Ledger: cannot read the counters: %s", exc)
             return {}
-        counters = {(k.decode() if isinstance(k, bytes) else str(k)): int(v)
-                    for k, v in raw.items()}
         if self.on_read is not None:
             self.on_read(counters)
         return counters

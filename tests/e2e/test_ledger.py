@@ -20,7 +20,7 @@ from pymongo import MongoClient
 from servers.ledgersite import LedgerSite
 
 from crawler.config.keys import CrawlKeys
-from crawler.localstack.demo import start_worker, wait_all, worker_logs
+from crawler.localstack.demo import running, start_worker, wait_all, worker_logs
 
 SPIDER = Path(__file__).parent.parent / "spiders" / "ledger.py"  # site, with an item schema
 
@@ -70,41 +70,36 @@ def test_every_url_is_accounted_for_after_a_kill(stack: Any, crawl_id: str,
         cmd += ["-s", f"{name}={value}"]
     logs = tmp_path / "logs"
     client = redis.Redis.from_url(env["REDIS_URL"])
-    workers = [start_worker(i, cmd, env, logs) for i in range(2)]
     try:
-        _wait("the workers to open", lambda: client.exists(CrawlKeys(crawl_id).scope), 90)
-        plain, packed = _seed_files(tmp_path, site.base)
-        added = _scrapy(["seed", "site", "-f", str(plain)], env)
-        assert added.returncode == 0, added.stderr
-        assert f"{plain}:4: skipped: invalid URL 'not a url'" in added.stderr
-        refused = _scrapy(["seed", "site", "--scope", "reject", "-f", str(packed)], env)
-        assert refused.returncode == 0, refused.stderr
-        assert "outside the crawl's scope" in refused.stderr
-        producer = KafkaProducer(bootstrap_servers=env["KAFKA_BOOTSTRAP_SERVERS"], acks="all")
-        for value in (b"http://127.0.0.10:9/raw-outside", b"garbage seed"):  # any client
-            producer.send(f"{crawl_id}.seeds", value=value)
-        producer.flush()
-        producer.close()
-        mongo = MongoClient(env["MONGO_URI"])
-        items = mongo["crawler"][crawl_id]
-        _wait("100 pages stored", lambda: items.estimated_document_count() >= 100, 120)
-        os.kill(workers[0].process.pid, signal.SIGKILL)
-        workers[0].process.wait()
-        during = _report(crawl_id, env)
-        assert during["finished"] is False
-        assert during["unaccounted"] == 0, during
-        workers[0].log.close()
-        workers[0] = start_worker(0, cmd, env, logs)
-        assert wait_all(workers, timeout=300) == [0, 0], worker_logs(workers)[-5000:]
-        report = _report(crawl_id, env)
-        logs_text = worker_logs(workers)
-        stored = items.count_documents({})
+        with running(2, cmd, env, logs) as workers:  # kills and closes what is left, at the end
+            _wait("the workers to open", lambda: client.exists(CrawlKeys(crawl_id).scope), 90)
+            plain, packed = _seed_files(tmp_path, site.base)
+            added = _scrapy(["seed", "site", "-f", str(plain)], env)
+            assert added.returncode == 0, added.stderr
+            assert f"{plain}:4: skipped: invalid URL 'not a url'" in added.stderr
+            refused = _scrapy(["seed", "site", "--scope", "reject", "-f", str(packed)], env)
+            assert refused.returncode == 0, refused.stderr
+            assert "outside the crawl's scope" in refused.stderr
+            producer = KafkaProducer(bootstrap_servers=env["KAFKA_BOOTSTRAP_SERVERS"], acks="all")
+            for value in (b"http://127.0.0.10:9/raw-outside", b"garbage seed"):  # any client
+                producer.send(f"{crawl_id}.seeds", value=value)
+            producer.flush()
+            producer.close()
+            mongo = MongoClient(env["MONGO_URI"])
+            items = mongo["crawler"][crawl_id]
+            _wait("100 pages stored", lambda: items.estimated_document_count() >= 100, 120)
+            os.kill(workers[0].process.pid, signal.SIGKILL)
+            workers[0].process.wait()
+            during = _report(crawl_id, env)
+            assert during["finished"] is False
+            assert during["unaccounted"] == 0, during
+            workers[0].log.close()
+            workers[0] = start_worker(0, cmd, env, logs)
+            assert wait_all(workers, timeout=300) == [0, 0], worker_logs(workers)[-5000:]
+            report = _report(crawl_id, env)
+            logs_text = worker_logs(workers)
+            stored = items.count_documents({})
     finally:
-        for worker in workers:
-            if worker.process.poll() is None:
-                worker.process.kill()
-                worker.process.wait()
-            worker.log.close()
         site.stop()
     assert report["finished"] is True, report
     assert report["unaccounted"] == 0 and report["pending"] == 0, report
