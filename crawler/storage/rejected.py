@@ -5,8 +5,11 @@ refuses; the validation of :mod:`crawler.pipelines.validate`; any pipeline's ``D
 :class:`RejectedItems` writes one document with the reason, the URL of the page it came
 from and as much of the item as can be shown, before Scrapy goes on (it awaits the
 ``item_dropped`` handlers): the page's lease is not acknowledged before its rejected items
-are kept. A document's ``_id`` is a digest of its page, reason and item, so a page processed
-again after a redelivery replaces its documents instead of adding more.
+are kept. A document's ``_id`` is a digest of its page and of the item's ``MONGO_KEY_FIELDS``
+(the fields its stored document would be keyed by), so a page processed again after a
+redelivery replaces its documents instead of adding more, even when the item carries a field
+that changes from one fetch to the next (a timestamp). An item without those fields is keyed
+by its reason and whole preview instead.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
-from crawler.config.readers import get_str
+from crawler.config.readers import get_list, get_str
 from crawler.middlewares.retry import strip_userinfo
 from crawler.storage.failures import FailureStore
 
@@ -44,6 +47,19 @@ def preview(item: Any) -> tuple[str, bool]:
     return text.encode()[:PREVIEW_BYTES].decode("utf-8", "ignore"), True
 
 
+def identity(item: Any, key_fields: list[str]) -> str | None:
+    """The canonical JSON of *item*'s *key_fields*, or ``None`` when one is missing."""
+    try:
+        adapter = ItemAdapter(item)
+        values = {name: adapter.get(name) for name in key_fields}
+    except Exception:  # not an item, or one that cannot be read
+        return None
+    if any(value in (None, "") for value in values.values()):
+        return None
+    return json.dumps(values, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+
+
 @dataclass(frozen=True)
 class Rejected:
     url: str  # of the page the item came from; no credentials
@@ -51,9 +67,11 @@ class Rejected:
     item: str
     truncated: bool
     spider: str
+    key: str | None = None  # :func:`identity` of the item
 
     def document(self) -> dict[str, Any]:
-        digest = hashlib.sha1(f"{self.url}\0{self.reason}\0{self.item}".encode()).hexdigest()
+        which = f"key\0{self.key}" if self.key is not None else f"{self.reason}\0{self.item}"
+        digest = hashlib.sha1(f"{self.url}\0{which}".encode()).hexdigest()
         return {"_id": digest, "url": self.url, "reason": self.reason, "item": self.item,
                 "truncated": self.truncated, "spider": self.spider,
                 "rejected_at": datetime.now(UTC).isoformat()}
@@ -62,15 +80,16 @@ class Rejected:
 class RejectedItems:
     """Keeps every dropped item in ``<CRAWL_ID>.rejected`` (distributed mode)."""
 
-    def __init__(self, crawler: Crawler) -> None:
+    def __init__(self, crawler: Crawler, key_fields: list[str]) -> None:
         self.crawler = crawler
+        self.key_fields = key_fields
         self.store: FailureStore | None = None  # built for the spider, when it opens
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         if not get_str(crawler.settings, "MONGO_URI"):
             raise NotConfigured("RejectedItems needs MONGO_URI (setting or environment)")
-        extension = cls(crawler)
+        extension = cls(crawler, get_list(crawler.settings, "MONGO_KEY_FIELDS"))
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
@@ -87,8 +106,9 @@ class RejectedItems:
         text, cut = preview(item)
         url = strip_userinfo(getattr(response, "url", "") or "")
         name = getattr(self.crawler.spider, "name", "")
-        await self.store.record(Rejected(url, str(exception) or type(exception).__name__,
-                                         text, cut, name))
+        reason = str(exception) or type(exception).__name__
+        await self.store.record(Rejected(url, reason, text, cut, name,
+                                         identity(item, self.key_fields)))
 
     async def spider_closed(self) -> None:
         if self.store is not None:
