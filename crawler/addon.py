@@ -19,6 +19,7 @@ from scrapy.settings import BaseSettings
 
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
+from crawler.security import limits
 
 logger = logging.getLogger(__name__)
 PRIORITY = "addon"
@@ -71,6 +72,9 @@ class DistributedAddon:
         self.register_defaults(settings)
         _replace(settings, "DOWNLOADER_MIDDLEWARES", ROBOTS,  # every waiter gets the parser
                  "crawler.middlewares.robots.SharedRobotsTxtMiddleware", 100)
+        middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")  # the SSRF guard, both modes
+        middlewares.setdefault("crawler.middlewares.network.NetworkGuardMiddleware", 950)
+        settings.set("DOWNLOADER_MIDDLEWARES", middlewares, PRIORITY)
         if distributed(settings):
             self._distributed(settings)
         else:
@@ -91,6 +95,7 @@ class DistributedAddon:
 
     def _distributed(self, settings: BaseSettings) -> None:
         settings.set("SCHEDULER", "crawler.frontier.scheduler.KafkaScheduler", PRIORITY)
+        limits.apply(settings, PRIORITY)  # bounded downloads, redirects, depth; robots.txt
         self._pipelines(settings, {
             "crawler.pipelines.clean.CleanPipeline": 200,
             "crawler.pipelines.validate.ValidationPipeline": 300,

@@ -55,6 +55,11 @@ KAFKA_SEED_CLAIMS = 16  # seed records claimed in Redis at once per worker
 KAFKA_DELIVERY_TIMEOUT = 120.0  # seconds a send may wait for its ack; then it is sent again
 KAFKA_MAX_UNACKED = 2000  # leases + follow-up sends not yet acknowledged; above: fetching pauses
 
+# --- SSRF guard (docs/security.md) ---
+BLOCKED_NETWORKS: list[str] = [  # CIDRs no request may connect to
+    "169.254.0.0/16", "fe80::/10", "100.100.100.200/32", "fd00:ec2::254/128"]
+BLOCK_PRIVATE_NETWORKS = False  # True: also loopback, RFC 1918, CGNAT, unique-local, 0.0.0.0/8
+
 # --- crawl lifecycle ---
 CRAWL_IDLE_TIMEOUT = 30.0  # seconds the whole crawl must be drained before workers exit; 0 = never
 CRAWL_HEARTBEAT_INTERVAL = 1.0  # seconds between worker heartbeats in Redis

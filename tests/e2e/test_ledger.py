@@ -24,10 +24,9 @@ from crawler.localstack.demo import running, start_worker, wait_all, worker_logs
 
 SPIDER = Path(__file__).parent.parent / "spiders" / "ledger.py"  # site, with an item schema
 
-# Scrapy's DEPTH_LIMIT default is 0 (no limit): the test sets one to have a page past it.
-# ROBOTSTXT_OBEY: the project default is still False (issue 16 makes it True); the test needs
-# a robots.txt-forbidden path to be refused.
-SETTINGS = {"DEPTH_LIMIT": 12, "ROBOTSTXT_OBEY": True}
+# None: distributed mode's defaults bound the depth (DEPTH_LIMIT, which the site's /deep/
+# chain passes) and obey robots.txt (crawler.security.limits)
+SETTINGS: dict[str, Any] = {}
 
 
 def _scrapy(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

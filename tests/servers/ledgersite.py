@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 PAGES = 400
-DEEP = 30
+DEEP = 40  # past distributed mode's DEPTH_LIMIT (32)
 LATENCY = 0.01
 ROBOTS = b"User-agent: *\nDisallow: /private/\n"
 

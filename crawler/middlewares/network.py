@@ -1,0 +1,101 @@
+"""Refuses every request that would connect to a blocked network (:mod:`crawler.security`).
+
+Three checks, one reason (``blocked_network``, in the stats as ``network_guard/refused`` and
+in the crawl ledger as ``dropped/blocked_network``):
+
+- a URL whose host is an IP literal of a blocked network is refused before it is sent;
+- a direct download connects only to the addresses :class:`~crawler.security.
+  GuardedResolver` allows; a host left with none fails with ``DNSLookupError``, which
+  :meth:`process_exception` turns into the refusal before any retry is tried;
+- a request sent through a proxy (``meta["proxy"]``, which the proxy pool sets at an
+  earlier order) is checked on every address of its host, since the proxy, not this
+  worker, connects to it. The proxy resolves the name again: a proxy that can reach
+  internal networks needs its own rule against them (``docs/security.md``).
+
+Seeds, links and redirects are all requests that pass here, at order 950: after the proxy
+pool (610) has chosen, before the retry middleware (550) would retry a refusal.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Self
+
+from scrapy import Request
+from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.error import DNSLookupError
+
+from crawler.ledger import outcomes
+from crawler.security import GuardedResolver, NetworkPolicy, address_of, install
+
+logger = logging.getLogger(__name__)
+REASON = "blocked_network"
+LOG_FIRST, LOG_EVERY = 10, 1000  # refusals logged: the first ones, then 1 in N
+
+
+class BlockedNetwork(IgnoreRequest):
+    """A request refused by the SSRF guard (the ledger counts its ``ledger_reason``)."""
+
+    ledger_reason = REASON
+
+
+class NetworkGuardMiddleware:
+    def __init__(self, crawler: Crawler, policy: NetworkPolicy,
+                 resolver: GuardedResolver) -> None:
+        self.crawler, self.policy, self.resolver = crawler, policy, resolver
+        self.refusals = 0
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        from twisted.internet import reactor
+
+        settings = crawler.settings
+        policy = NetworkPolicy.from_settings(settings)
+        cache = settings.getint("DNSCACHE_SIZE") if settings.getbool("DNSCACHE_ENABLED") else 0
+        return cls(crawler, policy, install(reactor, policy, cache,
+                                            settings.getfloat("DNS_TIMEOUT")))
+
+    def process_request(self, request: Request) -> Any:
+        host = (urlparse_cached(request).hostname or "").strip("[]")
+        if address_of(host) is not None:
+            network = self.policy.refuses(host)
+            if network is not None:
+                raise self._refuse(request, host, str(network))
+            return None
+        if request.meta.get("proxy"):
+            return self._check_proxied(request, host)
+        return None
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        if not isinstance(exception, DNSLookupError):
+            return
+        host = urlparse_cached(request).hostname or ""
+        refusal = self.resolver.refusal(host)
+        if refusal is not None:
+            refused = self._refuse(request, refusal[0], refusal[1])
+            outcomes.tell(self.crawler, request, outcomes.DROPPED + REASON)  # the last word
+            raise refused
+
+    async def _check_proxied(self, request: Request, host: str) -> None:
+        from scrapy.utils.defer import maybe_deferred_to_future
+
+        try:
+            addresses = await maybe_deferred_to_future(self.resolver.addresses(host))
+        except Exception:  # the proxy fails it with its own error
+            return
+        _allowed, refused = self.resolver.allowed(addresses)
+        if refused is not None:  # any: the proxy may pick it
+            raise self._refuse(request, *refused)
+
+    def _refuse(self, request: Request, address: str, network: str) -> BlockedNetwork:
+        self.refusals += 1
+        stats = self.crawler.stats
+        if stats is not None:
+            stats.inc_value("network_guard/refused")
+        if self.refusals <= LOG_FIRST or self.refusals % LOG_EVERY == 0:
+            logger.warning("Refused %s (%d so far): %s is in the blocked network %s "
+                           "(BLOCKED_NETWORKS, BLOCK_PRIVATE_NETWORKS)", request.url,
+                           self.refusals, address, network)
+        return BlockedNetwork(f"Blocked network: {address} is in {network}")

@@ -1,0 +1,188 @@
+"""The SSRF guard's pure logic: the policy, the resolver's filtering and the middleware's
+refusals (a crawl that never reaches a blocked listener is tests/e2e/test_ssrf_guard.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
+from twisted.internet.address import IPv4Address, IPv6Address
+from twisted.internet.error import DNSLookupError
+
+from crawler.addon import DistributedAddon
+from crawler.config.readers import SettingError
+from crawler.ledger import outcomes
+from crawler.middlewares.network import BlockedNetwork, NetworkGuardMiddleware
+from crawler.security import GuardedResolver, NetworkPolicy, address_of, install
+from crawler.security.limits import DISTRIBUTED_LIMITS
+
+
+class _Spider(Spider):
+    name = "guard"
+
+
+def _policy(**settings: Any) -> NetworkPolicy:
+    return NetworkPolicy.from_settings(get_crawler(_Spider, settings).settings)
+
+
+@pytest.mark.parametrize(("address", "blocked"), [
+    ("169.254.169.254", True), ("[fe80::1%eth0]", True), ("100.100.100.200", True),
+    ("fd00:ec2::254", True), ("::ffff:169.254.169.254", True),
+    ("127.0.0.1", False), ("10.0.0.5", False), ("::1", False), ("93.184.216.34", False),
+    ("example.com", False),
+])
+def test_the_default_blocks_link_local_and_metadata_only(address: str, blocked: bool) -> None:
+    assert (_policy().refuses(address) is not None) is blocked
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "::1", "0.0.0.0", "10.0.0.5",
+                                     "172.31.255.255", "192.168.1.1", "100.64.0.1",
+                                     "fd12::1", "::ffff:127.0.0.1", "169.254.169.254"])
+def test_block_private_networks_adds_loopback_private_cgnat_and_unique_local(
+        address: str) -> None:
+    assert _policy(BLOCK_PRIVATE_NETWORKS=True).refuses(address) is not None
+    assert _policy(BLOCK_PRIVATE_NETWORKS=True).refuses("93.184.216.34") is None
+
+
+def test_a_network_that_does_not_parse_names_the_setting() -> None:
+    with pytest.raises(SettingError, match="BLOCKED_NETWORKS"):
+        _policy(BLOCKED_NETWORKS=["10.0.0.0/33"])
+    assert _policy(BLOCKED_NETWORKS="127.0.0.0/8,::1").refuses("::1") is not None
+
+
+def test_address_of_reads_brackets_zones_and_mapped_addresses() -> None:
+    assert str(address_of("[::1]")) == "::1"
+    assert str(address_of("fe80::1%eth0")) == "fe80::1"
+    assert str(address_of("::ffff:10.1.2.3")) == "10.1.2.3"
+    assert address_of("localhost") is None
+
+
+class _Receiver:
+    def __init__(self) -> None:
+        self.addresses: list[Any] = []
+        self.began = self.complete = False
+
+    def resolutionBegan(self, resolution: Any) -> None:
+        self.began = True
+
+    def addressResolved(self, address: Any) -> None:
+        self.addresses.append(address)
+
+    def resolutionComplete(self) -> None:
+        self.complete = True
+
+
+def _resolver(**settings: Any) -> GuardedResolver:
+    policy = _policy(BLOCKED_NETWORKS=["127.0.0.0/8", "169.254.0.0/16"], **settings)
+    resolver = GuardedResolver(reactor=None, policy=policy, cache_size=10, timeout=1.0)
+    resolver._cache["rebound.test"] = ["127.0.0.1", "169.254.169.254"]
+    resolver._cache["mixed.test"] = ["127.0.0.2", "::1", "192.0.2.1"]
+    return resolver
+
+
+def test_the_resolver_hands_out_only_allowed_addresses() -> None:
+    resolver, receiver = _resolver(), _Receiver()
+    resolver.resolveHostName(receiver, "mixed.test", 80)
+    assert receiver.began and receiver.complete
+    assert receiver.addresses == [IPv6Address("TCP", "::1", 80),
+                                  IPv4Address("TCP", "192.0.2.1", 80)]
+    assert resolver.refusal("mixed.test") is None
+    only_v4 = _Receiver()
+    resolver.resolveHostName(only_v4, "mixed.test", 80, addressTypes=[IPv4Address])
+    assert only_v4.addresses == [IPv4Address("TCP", "192.0.2.1", 80)]
+
+
+def test_a_host_left_with_no_address_is_remembered_as_refused() -> None:
+    resolver, receiver = _resolver(), _Receiver()
+    resolver.resolveHostName(receiver, "rebound.test", 80)
+    assert receiver.addresses == [] and receiver.complete  # the connection gets DNSLookupError
+    assert resolver.refusal("rebound.test") == ("169.254.169.254", "169.254.0.0/16")
+    literal = _Receiver()
+    resolver.resolveHostName(literal, "[127.0.0.9]", 80)
+    assert literal.addresses == [] and resolver.refusal("127.0.0.9") is not None
+
+
+class _Reactor:
+    def __init__(self) -> None:
+        self.nameResolver: Any = object()
+        self.resolver: Any = "simple"
+
+    def installNameResolver(self, resolver: Any) -> None:
+        self.nameResolver, self.resolver = resolver, "wrapped"
+
+
+def test_install_guards_the_name_resolver_once_and_leaves_the_proxy_resolver() -> None:
+    reactor = _Reactor()
+    first = install(reactor, _policy(), 10, 1.0)
+    assert reactor.nameResolver is first and reactor.resolver == "simple"
+    assert install(reactor, _policy(BLOCK_PRIVATE_NETWORKS=True), 10, 1.0) is first
+
+
+def _middleware(**settings: Any) -> tuple[NetworkGuardMiddleware, list[str], Any]:
+    crawler = get_crawler(_Spider, settings)
+    crawler.stats.open_spider()
+    told: list[str] = []
+    crawler.signals.connect(lambda request, outcome: told.append(outcome),
+                            signal=outcomes.OUTCOME, weak=False)
+    resolver = _resolver()
+    return NetworkGuardMiddleware(crawler, resolver.policy, resolver), told, crawler
+
+
+def test_an_ip_literal_of_a_blocked_network_is_refused_before_it_is_sent() -> None:
+    middleware, _told, crawler = _middleware()
+    with pytest.raises(BlockedNetwork, match=r"127\.0\.0\.1 is in 127\.0\.0\.0/8") as refused:
+        middleware.process_request(Request("http://127.0.0.1:6379/"))
+    assert outcomes.of_exception(refused.value) == "dropped/blocked_network"
+    with pytest.raises(BlockedNetwork):
+        middleware.process_request(Request("http://[::ffff:169.254.169.254]/latest"))
+    assert middleware.process_request(Request("http://[::1]:8080/")) is None
+    assert middleware.process_request(Request("http://mixed.test/")) is None
+    assert crawler.stats.get_value("network_guard/refused") == 2
+
+
+def test_a_proxied_request_is_refused_when_any_address_of_its_host_is_blocked() -> None:
+    middleware, _told, _crawler = _middleware()
+    proxied = Request("http://mixed.test/", meta={"proxy": "http://[::1]:3128"})
+    with pytest.raises(BlockedNetwork, match=r"127\.0\.0\.2"):
+        asyncio.run(middleware.process_request(proxied))
+    middleware.resolver._cache["public.test"] = ["192.0.2.7"]
+    fine = Request("http://public.test/", meta={"proxy": "http://[::1]:3128"})
+    assert asyncio.run(middleware.process_request(fine)) is None
+
+
+def test_a_lookup_the_guard_emptied_becomes_a_refusal_with_the_ledger_reason() -> None:
+    middleware, told, _crawler = _middleware()
+    middleware.resolver.resolveHostName(_Receiver(), "rebound.test", 80)
+    with pytest.raises(BlockedNetwork):
+        middleware.process_exception(Request("http://rebound.test/"), DNSLookupError("x"))
+    assert told == ["dropped/blocked_network"]
+    # a name that really does not resolve stays a failure for the retry middleware
+    assert middleware.process_exception(Request("http://gone.test/"),
+                                        DNSLookupError("x")) is None
+    assert told == ["dropped/blocked_network"]
+
+
+SERVICES = {"KAFKA_BOOTSTRAP_SERVERS": "k:9092", "REDIS_URL": "redis://r",
+            "MONGO_URI": "mongodb://m"}
+
+
+def test_distributed_mode_bounds_scrapys_limits_and_a_project_value_wins() -> None:
+    settings = Settings(SERVICES)
+    DistributedAddon().update_settings(settings)
+    for name, value in DISTRIBUTED_LIMITS.items():
+        assert settings[name] == value, name
+    assert "crawler.middlewares.network.NetworkGuardMiddleware" in \
+        settings.getdict("DOWNLOADER_MIDDLEWARES")
+    project = Settings({**SERVICES, "DEPTH_LIMIT": 3, "ROBOTSTXT_OBEY": False})
+    DistributedAddon().update_settings(project)
+    assert project.getint("DEPTH_LIMIT") == 3
+    assert project.getbool("ROBOTSTXT_OBEY") is False
+    local = Settings({})
+    DistributedAddon().update_settings(local)  # one spider on one machine: Scrapy's limits
+    assert local.getint("DEPTH_LIMIT") == 0
+    assert "crawler.middlewares.network.NetworkGuardMiddleware" in \
+        local.getdict("DOWNLOADER_MIDDLEWARES")
