@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Self
 
-from scrapy import Request
+from scrapy import Request, exceptions
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.httpobj import urlparse_cached
@@ -33,6 +33,9 @@ from crawler.security import GuardedResolver, NetworkPolicy, address_of, install
 logger = logging.getLogger(__name__)
 REASON = "blocked_network"
 LOG_FIRST, LOG_EVERY = 10, 1000  # refusals logged: the first ones, then 1 in N
+#: a lookup that gave no address: Twisted's error, which Scrapy 2.19 re-raises as its own
+NO_ADDRESS: tuple[type[Exception], ...] = (
+    DNSLookupError, *filter(None, [getattr(exceptions, "CannotResolveHostError", None)]))
 
 
 class BlockedNetwork(IgnoreRequest):
@@ -69,7 +72,7 @@ class NetworkGuardMiddleware:
         return None
 
     def process_exception(self, request: Request, exception: Exception) -> None:
-        if not isinstance(exception, DNSLookupError):
+        if not isinstance(exception, NO_ADDRESS):
             return
         host = urlparse_cached(request).hostname or ""
         refusal = self.resolver.refusal(host)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from scrapy import Request, Spider
+from scrapy.exceptions import CannotResolveHostError
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 from twisted.internet.address import IPv4Address, IPv6Address
@@ -160,10 +161,14 @@ def test_a_lookup_the_guard_emptied_becomes_a_refusal_with_the_ledger_reason() -
     with pytest.raises(BlockedNetwork):
         middleware.process_exception(Request("http://rebound.test/"), DNSLookupError("x"))
     assert told == ["dropped/blocked_network"]
+    with pytest.raises(BlockedNetwork):  # what Scrapy 2.19's download handlers raise
+        middleware.process_exception(Request("http://rebound.test/"),
+                                     CannotResolveHostError("x"))
+    assert told == ["dropped/blocked_network"] * 2
     # a name that really does not resolve stays a failure for the retry middleware
     assert middleware.process_exception(Request("http://gone.test/"),
                                         DNSLookupError("x")) is None
-    assert told == ["dropped/blocked_network"]
+    assert told == ["dropped/blocked_network"] * 2
 
 
 SERVICES = {"KAFKA_BOOTSTRAP_SERVERS": "k:9092", "REDIS_URL": "redis://r",
