@@ -24,6 +24,7 @@ STAT_COUNTERS = {
     "frontier/produced": "requests/produced",
     "bloom/filtered": "requests/filtered",
     "frontier/refused": "discarded/refused",
+    "frontier/unencodable": "discarded/unencodable",
     "depth/request_ignored_count": "discarded/depth",
     "urllength/request_ignored_count": "discarded/url_length",
     "offsite/filtered": "discarded/offsite",  # Scrapy's filter, when a request is scheduled

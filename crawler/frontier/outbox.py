@@ -32,6 +32,7 @@ from scrapy.statscollectors import StatsCollector
 from crawler.connections.retry import RedisRetry, RetryStopped, retry
 from crawler.connections.tasks import Tasks
 from crawler.dedup.due import DueStore, MemoryDue, interval_of
+from crawler.frontier import unsendable
 from crawler.frontier.codec import CodecError
 from crawler.frontier.leases import AckBarrier
 
@@ -74,6 +75,7 @@ class Outbox:
         encode: Callable[[Request], bytes], stats: StatsCollector, backoff: float = 0.5,
         backoff_max: float = 30.0, stop: Callable[[str], None] | None = None,
         topic_for: Callable[[Request], str] | None = None, due: DueStore | None = None,
+        spider_name: str = "",
     ) -> None:
         """*topic_for* picks a request's topic (its priority band); without it, *topic*.
         *due* knows when the requests with a ``recrawl_after`` meta were last queued."""
@@ -82,6 +84,7 @@ class Outbox:
         self.topic_for = topic_for or (lambda _request: topic)
         self.key_for, self.encode, self.stats = key_for, encode, stats
         self.due: DueStore = due if due is not None else MemoryDue()
+        self.spider_name = spider_name  # named in the line of a request that cannot be sent
         self.retry = RedisRetry("dupefilter", base=backoff, cap=backoff_max)
         self.stop = stop  # called once with the error line when Redis refuses for good
         self.fatal: str | None = None  # the error line, once Redis refused for good
@@ -106,11 +109,14 @@ class Outbox:
             asyncio.get_running_loop().call_soon(self._spawn_flush)
         return True
 
-    def dead_letter(self, reason: str, value: bytes, source: dict[str, Any]) -> None:
-        """Send *value* with *reason* to the dead-letter topic, as a barrier operation."""
+    def dead_letter(self, reason: str, value: bytes, source: dict[str, Any],
+                    logged: bool = False) -> None:
+        """Send *value* with *reason* to the dead-letter topic, as a barrier operation
+        (*logged*: the caller has said why in its own line)."""
         op = self.barrier.begin()
         body = {"reason": reason, "source": source, "value": value.decode("utf-8", "replace")}
-        logger.error("Dead-lettered a record from %s: %s", source, reason)
+        if not logged:
+            logger.error("Dead-lettered a record from %s: %s", source, reason)
         self.stats.inc_value("frontier/dead_lettered")
         payload = json.dumps(body).encode()
 
@@ -127,8 +133,10 @@ class Outbox:
         its URL
         and the reason go to the dead-letter topic instead (a barrier operation too)."""
         self.stats.inc_value("frontier/refused")
+        problem = f"{size:,} bytes encoded: {type(exc).__name__}"
+        logger.error("%s", unsendable.describe(request, problem, self.spider_name))
         reason = f"the broker refused the request ({size} bytes encoded): {exc}"
-        self.dead_letter(reason, request.url.encode(), {"url": request.url})
+        self.dead_letter(reason, request.url.encode(), {"url": request.url}, logged=True)
 
     def flush_stats(self) -> None:
         """Add the duplicates this worker filtered itself to ``bloom/filtered`` and
@@ -192,8 +200,10 @@ class Outbox:
             value = self.encode(pending.request)
         except CodecError as exc:
             self._in_progress.discard(pending.fingerprint)
+            self.stats.inc_value("frontier/unencodable")
+            logger.error("%s", unsendable.describe(pending.request, str(exc), self.spider_name))
             self.dead_letter(f"cannot encode request: {exc}", pending.request.url.encode(),
-                             {"url": pending.request.url})
+                             {"url": pending.request.url}, logged=True)
             self.barrier.end(pending.op)
             return
         key = self.key_for(pending.request)

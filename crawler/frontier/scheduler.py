@@ -169,7 +169,7 @@ class KafkaScheduler(Records, BaseScheduler):
             send=self.sender.send, barrier=self.barrier, topic=cfg.requests_topic,
             dead_topic=cfg.dead_topic, key_for=cfg.partition_key, encode=self._encode,
             stats=self.stats, stop=self.lifecycle.dupefilter_refused, topic_for=cfg.topic_for,
-            due=due or MemoryDue())
+            due=due or MemoryDue(), spider_name=spider.name)
         self.seeds = SeedClaims(
             spider=spider, fingerprint=self.crawler.request_fingerprinter.fingerprint,
             state=state, submit=self.outbox.submit, stats=self.stats, finish=self._finish,

@@ -46,6 +46,10 @@ def test_a_request_too_large_for_the_broker_is_dead_lettered(
         log = Path(workers[0].log.name).read_text(errors="replace")
     assert codes == [0], log[-4000:]
     assert _stat(log, "frontier/refused") == 1, log[-4000:]
+    # the error line leads to the code that yielded it
+    assert (f"Request {demo_site}/too-big yielded by spider 'poison' in callback parse can "
+            "never be sent (") in log, log[-4000:]
+    assert "MessageSizeTooLargeError); largest meta keys: blob (2,097,154 bytes)" in log
     dead = _dead_letters(env["KAFKA_BOOTSTRAP_SERVERS"], f"{crawl_id}.dead")
     assert [d["source"] for d in dead] == [{"url": f"{demo_site}/too-big"}]
     assert "MessageSizeTooLargeError" in str(dead[0]["reason"]) or "too large" in str(
