@@ -43,6 +43,7 @@ class Record:
     offset: int
     value: bytes
     epoch: int
+    headers: tuple[tuple[str, bytes], ...] = ()  # the record's Kafka headers
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -232,7 +233,8 @@ class ConsumerLoop:
                 if not self.tracker.deliver(key, rec.offset):
                     self.refetched += 1  # already handed out in this epoch: never twice
                     continue
-                records.append(Record(tp.topic, tp.partition, rec.offset, rec.value, epoch))
+                records.append(Record(tp.topic, tp.partition, rec.offset, rec.value, epoch,
+                                      tuple(rec.headers) if rec.headers else ()))
         if records:
             self.handed += len(records)
             self._call(self._deliver, records)

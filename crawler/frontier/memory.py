@@ -30,7 +30,7 @@ from crawler.frontier.crawllife import Finished
 from crawler.frontier.crawlstate import WorkerState
 from crawler.frontier.leases import OffsetTracker, Partition
 from crawler.frontier.partitioning import spread_partition
-from crawler.frontier.transport import Channels, Deliver, Done, Rejected
+from crawler.frontier.transport import Channels, Deliver, Done, Headers, Rejected
 
 
 class MemoryLog:
@@ -39,14 +39,18 @@ class MemoryLog:
     def __init__(self, partitions: int) -> None:
         self.partitions = partitions
         self.records: dict[Partition, list[bytes]] = defaultdict(list)
+        self.headers: dict[tuple[str, int, int], Headers] = {}  # of the records that have some
         self.committed: dict[Partition, int] = {}
 
-    def append(self, topic: str, key: bytes | None, value: bytes) -> tuple[int, int]:
+    def append(self, topic: str, key: bytes | None, value: bytes,
+               headers: Headers | None = None) -> tuple[int, int]:
         spread = spread_partition(key, self.partitions) if key else None
         partition = spread if spread is not None else (zlib.crc32(key) % self.partitions
                                                        if key else 0)
         log = self.records[(topic, partition)]
         log.append(value)
+        if headers:
+            self.headers[(topic, partition, len(log) - 1)] = list(headers)
         return partition, len(log) - 1
 
     def high(self, tp: Partition) -> int:
@@ -59,29 +63,31 @@ class MemoryProducer:
     def __init__(self, log: MemoryLog) -> None:
         self.log = log
         self.pending = 0
-        self.queued: list[tuple[str, bytes | None, bytes, Done, Rejected | None]] = []
+        self.queued: list[tuple[str, bytes | None, bytes, Done, Rejected | None,
+                                Headers | None]] = []
         self.started = self.closed = False
 
     def start(self) -> None:
         self.started = True
 
     def send(self, topic: str, key: bytes | None, value: bytes, done: Done,
-             attempt: int = 0, rejected: Rejected | None = None) -> None:
+             attempt: int = 0, rejected: Rejected | None = None,
+             headers: Headers | None = None) -> None:
         self.pending += 1
-        self.queued.append((topic, key, value, done, rejected))
+        self.queued.append((topic, key, value, done, rejected, headers))
 
     def acknowledge(self, count: int | None = None) -> int:
         """The broker takes the next *count* sends (all by default); returns how many."""
         sends, self.queued = self.queued[:count], self.queued[len(self.queued[:count]):]
-        for topic, key, value, done, _rejected in sends:
-            partition, offset = self.log.append(topic, key, value)
+        for topic, key, value, done, _rejected, headers in sends:
+            partition, offset = self.log.append(topic, key, value, headers)
             self.pending -= 1
             done(partition, offset)
         return len(sends)
 
     def reject(self, exc: BaseException) -> None:
         """The broker can never take the next send (too large, not allowed)."""
-        _topic, _key, _value, done, rejected = self.queued.pop(0)
+        _topic, _key, _value, done, rejected, _headers = self.queued.pop(0)
         self.pending -= 1
         if rejected is not None:
             rejected(exc)
@@ -170,7 +176,9 @@ class MemoryConsumer:
                 self.position[tp] += 1
                 if self.tracker.deliver(tp, offset):
                     value = self.log.records[tp][offset]
-                    records.append(Record(tp[0], tp[1], offset, value, self.epochs[tp]))
+                    headers = tuple(self.log.headers.get((*tp, offset), ()))
+                    records.append(Record(tp[0], tp[1], offset, value, self.epochs[tp],
+                                          headers))
         if records:
             self.handed += len(records)
             self._deliver(records)

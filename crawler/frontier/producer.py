@@ -73,13 +73,14 @@ class Sender:
     def send(
         self, topic: str, key: bytes | None, value: bytes,
         done: Callable[[int, int], None], attempt: int = 0, rejected: Rejected | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
         """Send from the reactor thread; *done(partition, offset)* runs there once acked,
         or *rejected(error)* if the error is :func:`permanent` (without one, *done(-1, -1)*
         after an error log: the send is over either way)."""
         if attempt == 0:
             self.pending += 1
-        self._queue.put((topic, key, value, done, attempt, rejected))
+        self._queue.put((topic, key, value, done, attempt, rejected, headers))
 
     def _run(self) -> None:
         while True:
@@ -87,8 +88,9 @@ class Sender:
             if job is None:
                 return
             topic, key, value, done = job[:4]
+            extra = {"headers": job[6]} if job[6] else {}  # signed seeds only
             try:
-                future = self.producer.send(topic, key=key, value=value)
+                future = self.producer.send(topic, key=key, value=value, **extra)
             except Exception as exc:
                 self._call(self._failed, job, exc)
                 continue
@@ -111,7 +113,7 @@ class Sender:
             done(partition, offset)
 
     def _failed(self, job: tuple[Any, ...], exc: BaseException) -> None:
-        topic, key, value, done, attempt, rejected = job
+        topic, key, value, done, attempt, rejected, headers = job
         self.failures += 1
         if permanent(exc):
             self._reject(topic, len(value), done, rejected, exc)
@@ -119,7 +121,7 @@ class Sender:
         delay = backoff(attempt, self.backoff, self.backoff_max)
         logger.warning("Send to %s failed (attempt %d, retrying in %.1fs): %s",
                        topic, attempt + 1, delay, exc)
-        self._later(delay, self.send, topic, key, value, done, attempt + 1, rejected)
+        self._later(delay, self.send, topic, key, value, done, attempt + 1, rejected, headers)
 
     def _reject(self, topic: str, size: int, done: Callable[[int, int], None],
                 rejected: Rejected | None, exc: BaseException) -> None:

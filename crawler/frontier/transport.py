@@ -21,6 +21,7 @@ from crawler.frontier.leases import Partition
 Deliver = Callable[[list[Record]], None]  # records fetched, handed to the scheduler
 Done = Callable[[int, int], None]  # (partition, offset) of a record the broker acknowledged
 Rejected = Callable[[BaseException], None]  # the broker can never take the record
+Headers = list[tuple[str, bytes]]  # a record's Kafka headers
 
 
 class Waitable(Protocol):
@@ -55,7 +56,8 @@ class Producer(Protocol):
     def start(self) -> None: ...
 
     def send(self, topic: str, key: bytes | None, value: bytes, done: Done,
-             attempt: int = 0, rejected: Rejected | None = None) -> None: ...
+             attempt: int = 0, rejected: Rejected | None = None,
+             headers: Headers | None = None) -> None: ...
 
     def close(self, timeout: float) -> None: ...
 
