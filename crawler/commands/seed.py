@@ -6,6 +6,10 @@ A seed whose host is outside the crawl's scope (its spiders' allowed domains and
 added so far, :mod:`crawler.frontier.scope`) is added to it (``SEED_SCOPE=add``, the
 default) or refused here with its line (``reject``). Every line ends in the summary and in
 the crawl ledger (``submitted/...``); none is dropped in silence.
+
+What it publishes is not signed: the workers take it as an external seed, so a JSON seed is
+checked here against the same rule (``SEED_META_KEYS``, ``SEED_REQUEST_FIELDS``, read from
+this command's settings) and a line that sets more is skipped with its reason.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from crawler.connections import clients as connection
 from crawler.frontier import seedfiles
 from crawler.frontier.seedfiles import Bad, Seed
 from crawler.frontier.seedpublish import Publisher, SeedScope
+from crawler.frontier.seedrule import SeedRule
 
 
 class Command(ScrapyCommand):
@@ -71,18 +76,20 @@ class Command(ScrapyCommand):
             self.exitcode = 1
 
 
-def _entries(urls: list[str], files: list[str], fmt: str) -> Iterator[Seed | Bad]:
+def _entries(urls: list[str], files: list[str], fmt: str,
+             rule: SeedRule) -> Iterator[Seed | Bad]:
     for number, url in enumerate(urls, 1):
-        yield from seedfiles.read(iter([url]), f"argument {number}", "lines")  # type: ignore[arg-type]
+        yield from seedfiles.read(iter([url]), f"argument {number}", "lines", rule)  # type: ignore[arg-type]
     for path in files:
         with seedfiles.open_text(path) as handle:
             yield from seedfiles.read(handle, "stdin" if path == "-" else path,
-                                      seedfiles.format_of(path, fmt))
+                                      seedfiles.format_of(path, fmt), rule)
 
 
 def _publish(settings: BaseSettings, crawl: str, urls: list[str],
              opts: argparse.Namespace) -> int:
     mode = config.get_choice(settings, "SEED_SCOPE", ("add", "reject"))
+    rule = SeedRule.from_settings(settings)  # what the workers take from an unsigned seed
     publisher = Publisher.open(settings, crawl)
     try:
         scope = SeedScope.connect(settings, crawl, mode)
@@ -91,7 +98,7 @@ def _publish(settings: BaseSettings, crawl: str, urls: list[str],
         raise
     progress = Progress(opts.progress or sys.stderr.isatty())
     try:
-        for entry in _entries(urls, opts.files, opts.format):
+        for entry in _entries(urls, opts.files, opts.format, rule):
             if isinstance(entry, Bad):
                 print(f"{entry.where}: skipped: {entry.reason}", file=sys.stderr)
                 publisher.counts["invalid"] += 1

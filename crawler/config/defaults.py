@@ -52,6 +52,9 @@ KAFKA_SEND_RETRY_BACKOFF_MAX = 30.0
 KAFKA_LEASE_TIMEOUT = 600.0  # seconds a request may stay in flight before it is re-produced
 SEED_SCOPE = "add"  # scrapy seed, a seed outside the crawl's scope: add its host | reject
 KAFKA_SEED_CLAIMS = 16  # seed records claimed in Redis at once per worker
+SEED_META_KEYS: list[str] = [  # meta keys a seed from outside the crawl may set; "*": any
+    "depth_limit", "recrawl_after"]
+SEED_REQUEST_FIELDS: list[str] = []  # fields beyond url/priority/meta it may set (headers...)
 KAFKA_DELIVERY_TIMEOUT = 120.0  # seconds a send may wait for its ack; then it is sent again
 KAFKA_MAX_UNACKED = 2000  # leases + follow-up sends not yet acknowledged; above: fetching pauses
 

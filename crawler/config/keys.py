@@ -104,6 +104,12 @@ class CrawlKeys:
         return self.prefix + "seed:"
 
     @property
+    def seed_key(self) -> str:
+        """The crawl's secret that signs the seed records its workers publish
+        (:mod:`crawler.frontier.seedtrust`)."""
+        return self.prefix + "seedkey"
+
+    @property
     def proxies(self) -> str:
         """Set: the proxy pool's members."""
         return self.prefix + "proxies"

@@ -3,7 +3,9 @@
 A frontier record is a JSON object ``{"v": 1, "url": ..., ...}`` built from
 Scrapy's ``Request.to_dict``: bytes travel as base64, callbacks by name.
 A seed record is a bare URL or a JSON object ``{"url": ..., "priority": ...,
-"meta": {...}}``.
+"meta": {...}}``; from outside the crawl it may set only what
+:class:`~crawler.frontier.seedrule.SeedRule` allows (:func:`decode_seed`), while a worker's
+own, signed, is a full request record (:func:`decode_trusted_seed`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
 
 from crawler._scrapy import AUTH_PROXY_META
+from crawler.frontier.seedrule import DEFAULT, TRUSTED, SeedRule
 from crawler.frontier.urls import normal_url
 
 VERSION = 1
@@ -36,6 +39,10 @@ _SEED_KEYS = frozenset(
 
 class CodecError(ValueError):
     """A record could not be encoded or decoded; the message says why."""
+
+
+class SeedRefused(CodecError):
+    """A seed from outside the crawl sets what the seed rule does not allow."""
 
 
 def _b64(data: bytes) -> str:
@@ -196,8 +203,10 @@ def seed_url_and_host(url: Any) -> tuple[str, str]:
         raise CodecError(f"invalid URL {url!r}: {exc}") from None
 
 
-def decode_seed(record: bytes, spider: Spider | None = None) -> Request:
-    """A seed: a bare URL, or a JSON object with ``url`` and optional request fields."""
+def decode_seed(record: bytes, spider: Spider | None = None, *,
+                rule: SeedRule = DEFAULT) -> Request:
+    """A seed from outside the crawl: a bare URL, or a JSON object with ``url`` and the
+    request fields *rule* allows (:class:`SeedRefused` for the others)."""
     text = record.decode("utf-8", errors="replace").strip()
     if not text.startswith("{"):
         return Request(seed_url(text))
@@ -210,6 +219,18 @@ def decode_seed(record: bytes, spider: Spider | None = None) -> Request:
         raise CodecError(f"unknown seed fields: {', '.join(sorted(unknown))}")
     if not isinstance(data.get("priority", 0), int) or isinstance(data.get("priority"), bool):
         raise CodecError("field 'priority' must be an integer")
-    if data.get("v") == VERSION:
-        return _build(data, spider, encoded=True)
-    return _build(data, spider, encoded=False)
+    refusal = rule.refusal(data)
+    if refusal is not None:
+        raise SeedRefused(refusal)
+    return _build(data, spider, encoded=data.get("v") == VERSION)
+
+
+def decode_trusted_seed(record: bytes, spider: Spider | None = None) -> Request:
+    """A seed a worker of the crawl published (its signature verified): a full request
+    record, every field and meta key as the worker encoded it (a Request subclass too)."""
+    if record.lstrip().startswith(b"{"):
+        data = _load_json(record)
+        if isinstance(data, dict) and data.get("v") == VERSION:
+            data["url"] = seed_url(data.get("url"))
+            return _build(data, spider, encoded=True)
+    return decode_seed(record, spider, rule=TRUSTED)

@@ -21,6 +21,7 @@ from crawler.connections.clients import request_timeout_ms
 from crawler.connections.kafka_topics import TopicPolicy
 from crawler.connections.options import KafkaOptions, RedisOptions, connect_timeout
 from crawler.frontier.partitioning import PARTITION_BY, partitioner
+from crawler.frontier.seedrule import DEFAULT, SeedRule
 
 MAX_BANDS = 8
 
@@ -70,6 +71,7 @@ class FrontierConfig:
     delivery_timeout: float = 120.0
     priority_bands: tuple[int, ...] = (1,)  # KAFKA_PRIORITY_BANDS, ascending
     min_share: float = 0.1  # KAFKA_PRIORITY_MIN_SHARE
+    seed_rule: SeedRule = DEFAULT  # SEED_META_KEYS, SEED_REQUEST_FIELDS
     partition_key: Callable[[Request], bytes] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -154,6 +156,7 @@ class FrontierConfig:
             delivery_timeout=config.get_float(s, "KAFKA_DELIVERY_TIMEOUT", minimum=1),
             priority_bands=_bands(s),
             min_share=config.get_float(s, "KAFKA_PRIORITY_MIN_SHARE", minimum=0, maximum=0.5),
+            seed_rule=SeedRule.from_settings(s),
         )
         values.check()
         return values

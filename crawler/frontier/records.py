@@ -2,7 +2,8 @@
 KafkaScheduler` that turns consumed records into leased requests, and produces seeds and
 re-queued requests as operations leases wait for.
 
-A record of the seeds topic is claimed first (:mod:`crawler.frontier.seeding`); a record
+A record of the seeds topic is claimed first (:mod:`crawler.frontier.seeding`); what this
+worker sends there is signed (:mod:`crawler.frontier.seedtrust`). A record
 that cannot be decoded goes to the dead-letter topic; a second copy of a request this
 worker consumed from the same partition in the same epoch is dropped
 (:mod:`crawler.frontier.recent`). Every other record becomes a lease in the buffer.
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from crawler.frontier.outbox import Outbox
     from crawler.frontier.recent import RecentFingerprints
     from crawler.frontier.seeding import SeedClaims
+    from crawler.frontier.seedtrust import SeedSigner
     from crawler.frontier.transport import Producer
 
 LEASE_KEY = "crawler_lease"  # meta key: the id of the lease a request belongs to
@@ -50,6 +52,7 @@ class Records:
     recent: RecentFingerprints
     outbox: Outbox
     seeds: SeedClaims
+    signer: SeedSigner
     sender: Producer
     _engine: EngineHook
     _wakeup: Wakeup
@@ -103,8 +106,10 @@ class Records:
         return True
 
     def send_op(self, topic: str, request: Request) -> None:
-        """Produce *request* unfiltered, as an operation leases wait for."""
+        """Produce *request* unfiltered, as an operation leases wait for (signed if it is
+        a seed: the workers take it with every field)."""
         value = self._encode(request)
+        headers = self.signer.headers(value) if topic == self.config.seeds_topic else None
         op = self.barrier.begin()
 
         def sent(_partition: int, _offset: int) -> None:
@@ -115,7 +120,7 @@ class Records:
             self.barrier.end(op)
 
         self.sender.send(topic, self.config.partition_key(request), value, sent,
-                         rejected=refused)
+                         rejected=refused, headers=headers)
 
     def _encode(self, request: Request) -> bytes:
         return codec.encode_request(request, self.spider)

@@ -52,6 +52,7 @@ from crawler.frontier.recent import RecentFingerprints
 from crawler.frontier.records import LEASE_KEY, Records
 from crawler.frontier.scope import REFRESH_INTERVAL, CrawlScope
 from crawler.frontier.seeding import SeedClaims
+from crawler.frontier.seedtrust import SeedSigner, crawl_seed_key
 from crawler.frontier.transport import Channels, Transport
 from crawler.ledger.balance import BalanceWatch
 from crawler.ledger.recorder import LedgerRecorder
@@ -126,13 +127,14 @@ class KafkaScheduler(Records, BaseScheduler):
         await bloom.open()
         stale_after = crawlstate.stale_after(cfg.heartbeat_interval, cfg.session_timeout_ms)
         state = CrawlState(self.redis, cfg.crawl_id, stale_after=stale_after)
+        seed_key = await crawl_seed_key(self.redis, cfg.crawl_id)
         channels = await asyncio.to_thread(self.transport.connect, self.worker,
                                            self._on_records, self.unacked_work)
         self.recorder = LedgerRecorder(self.redis, cfg.crawl_id, self.barrier,
                                        committed=channels.consumer.committed,
                                        on_read=self._ledger_read)
         self.start(spider, bloom=bloom, state=state, ledger=RedisLedger(self.redis, cfg.crawl_id),
-                   state_ttl=state_ttl, channels=channels,
+                   state_ttl=state_ttl, seed_key=seed_key, channels=channels,
                    slots=RedisSlotStore(self.redis, cfg.crawl_id),
                    due=RedisDue(self.redis, cfg.crawl_id), tally=self.recorder)
         self.recorder.start()
@@ -146,11 +148,12 @@ class KafkaScheduler(Records, BaseScheduler):
         return self.dedup(self.redis, self.keys.bloom)
 
     def start(self, spider: Spider, *, bloom: DedupBackend, state: Any, ledger: Ledger | None,
-              state_ttl: float, channels: Channels | None = None,
+              state_ttl: float, seed_key: bytes, channels: Channels | None = None,
               slots: SlotStore | None = None, due: DueStore | None = None,
               tally: Tally | None = None) -> None:
         """Wire the frontier to the crawl's shared state (*state*: seed claims and
-        heartbeats; *slots*: the per-host shares and *due*, the ``recrawl_after`` times,
+        heartbeats; *seed_key*: the crawl's key that signs the seeds its workers publish;
+        *slots*: the per-host shares and *due*, the ``recrawl_after`` times,
         in memory if not given; *tally*: the crawl ledger, in memory if not given) and its
         transport's *channels* (connected here if not given), then start them. :meth:`open`
         calls it once Redis and Kafka answered."""
@@ -170,10 +173,12 @@ class KafkaScheduler(Records, BaseScheduler):
             dead_topic=cfg.dead_topic, key_for=cfg.partition_key, encode=self._encode,
             stats=self.stats, stop=self.lifecycle.dupefilter_refused, topic_for=cfg.topic_for,
             due=due or MemoryDue(), spider_name=spider.name)
+        self.signer = SeedSigner(seed_key)
         self.seeds = SeedClaims(
             spider=spider, fingerprint=self.crawler.request_fingerprinter.fingerprint,
             state=state, submit=self.outbox.submit, stats=self.stats, finish=self._finish,
-            dead=self._dead, limit=cfg.seed_claims, scope=self.scope)
+            dead=self._dead, limit=cfg.seed_claims, signer=self.signer, rule=cfg.seed_rule,
+            scope=self.scope)
         self._engine: EngineHook = on_request_left(self.crawler, self._left)
         self._start_gate(slots or MemorySlotStore())
         self._wakeup = Wakeup(self.transport.call_later, self._engine.wake, self.buffer.next_due)

@@ -19,9 +19,11 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import IO, Any, TypeVar
 
 from crawler.frontier import codec
+from crawler.frontier.seedrule import DEFAULT, SeedRule
 
 FORMATS = ("auto", "lines", "csv")
 GZIP_MAGIC = b"\x1f\x8b"
@@ -63,13 +65,14 @@ def format_of(path: str, given: str = "auto") -> str:
     return "csv" if name.endswith(".csv") else "lines"
 
 
-def seed_of(text: str) -> Seed:
-    """The seed of one line (a URL or a JSON object); :class:`~crawler.frontier.codec.
+def seed_of(text: str, rule: SeedRule = DEFAULT) -> Seed:
+    """The seed of one line (a URL or a JSON object, held to *rule*: the workers take what
+    ``scrapy seed`` publishes as an external seed); :class:`~crawler.frontier.codec.
     CodecError` says why it is none."""
     if not text.startswith("{"):
         url, host = codec.seed_url_and_host(text)
         return Seed(url.encode(), url, host)
-    request = codec.decode_seed(text.encode())  # checks every field
+    request = codec.decode_seed(text.encode(), rule=rule)  # checks every field
     data = json.loads(text)
     if data["url"] == request.url:  # in normal form already: sent as written
         return Seed(text.encode(), request.url)
@@ -90,8 +93,10 @@ def _csv_seed(row: list[str]) -> Seed:
     return Seed(json.dumps({"url": url, "priority": priority}).encode(), url, host)
 
 
-def read(handle: IO[str], source: str, fmt: str) -> Iterator[Seed | Bad]:
-    """The seeds of *handle* (named *source* in reasons) in format *fmt*."""
+def read(handle: IO[str], source: str, fmt: str,
+         rule: SeedRule = DEFAULT) -> Iterator[Seed | Bad]:
+    """The seeds of *handle* (named *source* in reasons) in format *fmt*; a JSON seed that
+    sets what *rule* does not allow is a :class:`Bad` line."""
     if fmt == "csv":
         for number, row in enumerate(csv.reader(handle), 1):
             if number == 1 and row and row[0].strip().lower() == "url":
@@ -103,7 +108,7 @@ def read(handle: IO[str], source: str, fmt: str) -> Iterator[Seed | Bad]:
     for number, line in enumerate(handle, 1):
         text = line.strip()
         if text and not text.startswith("#"):
-            yield _checked(seed_of, text, f"{source}:{number}")
+            yield _checked(partial(seed_of, rule=rule), text, f"{source}:{number}")
 
 
 def _checked(parse: Callable[[T], Seed], given: T, where: str) -> Seed | Bad:

@@ -7,6 +7,10 @@ as fast as the broker can deliver it, so claims run under a bound
 (``KAFKA_SEED_CLAIMS``), and a record counts against the worker's buffer
 (``KAFKA_BUFFER_SIZE``) until its lease ends: the rest of the file waits in the
 broker, not in memory, and the Redis pool is never exhausted by claims.
+
+A record a worker of the crawl signed is decoded in full; any other is an external seed,
+held to ``SEED_META_KEYS`` and ``SEED_REQUEST_FIELDS`` (:mod:`crawler.frontier.seedrule`):
+what they do not allow sends it to the dead-letter topic with the reason.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from crawler.frontier import codec
 from crawler.frontier.consumer import Record
 from crawler.frontier.leases import Lease
 from crawler.frontier.scope import CrawlScope
+from crawler.frontier.seedrule import DEFAULT, SeedRule
+from crawler.frontier.seedtrust import SeedSigner, Verdict
 from crawler.ledger import outcomes
 
 logger = logging.getLogger(__name__)
@@ -35,10 +41,12 @@ class SeedClaims:
     def __init__(
         self, *, spider: Spider, fingerprint: Callable[[Request], bytes], state: Any,
         submit: Callable[..., bool], stats: Any, finish: Callable[[Lease], None],
-        dead: Callable[[Record, Lease, str], None], limit: int, scope: CrawlScope | None = None,
+        dead: Callable[[Record, Lease, str], None], limit: int, signer: SeedSigner,
+        rule: SeedRule = DEFAULT, scope: CrawlScope | None = None,
     ) -> None:
         self.spider, self.fingerprint, self.state = spider, fingerprint, state
-        self.scope = scope
+        self.scope, self.signer, self.rule = scope, signer, rule
+        self._badly_signed = 0
         self.submit, self.stats, self.finish, self.dead = submit, stats, finish, dead
         self._slots = asyncio.Semaphore(limit)
         self.pending = 0  # seed records received and not yet claimed or refused
@@ -47,12 +55,32 @@ class SeedClaims:
     def take(self, record: Record, lease: Lease) -> Any | None:
         """A coroutine that claims *record*'s seed, or None if the record is invalid."""
         try:
-            request = codec.decode_seed(record.value, self.spider)
+            request = self._decode(record)
         except codec.CodecError as exc:
+            if isinstance(exc, codec.SeedRefused):
+                self.stats.inc_value("frontier/seeds_restricted")
             self.dead(record, lease, str(exc))
             return None
         self.pending += 1
         return self._claim(request, record, lease)
+
+    def _decode(self, record: Record) -> Request:
+        """The seed of *record*: in full if a worker of the crawl signed it, else restricted."""
+        verdict = self.signer.verdict(record.value, record.headers)
+        if verdict is Verdict.SIGNED:
+            return codec.decode_trusted_seed(record.value, self.spider)
+        if verdict is Verdict.BAD:
+            self._bad_signature(record)
+        return codec.decode_seed(record.value, self.spider, rule=self.rule)
+
+    def _bad_signature(self, record: Record) -> None:
+        self._badly_signed += 1
+        self.stats.inc_value("frontier/seeds_bad_signature")
+        if self._badly_signed == 1:
+            logger.warning("Seed record %s:%d:%d carries a signature this worker cannot verify "
+                           "(a forgery, or a worker with another seed key: was the crawl's "
+                           "Redis state lost?); it is taken as an external seed",
+                           record.topic, record.partition, record.offset)
 
     async def _claim(self, request: Request, record: Record, lease: Lease) -> None:
         try:

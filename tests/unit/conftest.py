@@ -43,6 +43,7 @@ def _no_services_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 CRAWL = "mem"
 REQUESTS, SEEDS, DEAD = f"{CRAWL}.requests", f"{CRAWL}.seeds", f"{CRAWL}.dead"
+SEED_KEY = b"the seed key of the in-memory crawl"  # shared by every worker of a test
 HIGH = f"{CRAWL}.requests.1"  # the band of priorities from 1 up (KAFKA_PRIORITY_BANDS)
 SETTINGS = {
     "CRAWL_ID": CRAWL, "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1",
@@ -194,7 +195,7 @@ def make_worker() -> MakeWorker:
         bloom = scheduler._bloom()
         assert isinstance(bloom, MemoryBloom)
         scheduler.start(spider, bloom=bloom, state=crawl_state or state, ledger=state,
-                        state_ttl=60.0)
+                        state_ttl=60.0, seed_key=SEED_KEY)
         worker = Worker(scheduler, transport, state, engine, spider)
         worker.consumer.assign(assign if assign is not None else [
             (REQUESTS, 0), (REQUESTS, 1), (HIGH, 0), (HIGH, 1), (SEEDS, 0), (SEEDS, 1)])

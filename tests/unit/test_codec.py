@@ -115,8 +115,9 @@ def test_malformed_records_say_why(spider, record, reason):
 
 def test_seed_forms(spider):
     assert decode_seed(b"  http://a.test/x \n").url == "http://a.test/x"
-    seed = decode_seed(b'{"url": "http://a.test/y", "priority": 5, "meta": {"k": "v"}}', spider)
-    assert (seed.url, seed.priority, seed.meta) == ("http://a.test/y", 5, {"k": "v"})
+    seed = decode_seed(b'{"url": "http://a.test/y", "priority": 5, "meta": {"depth_limit": 2}}',
+                       spider)
+    assert (seed.url, seed.priority, seed.meta) == ("http://a.test/y", 5, {"depth_limit": 2})
     full = decode_seed(encode_request(Request("http://a.test/z", priority=2), spider), spider)
     assert (full.url, full.priority) == ("http://a.test/z", 2)
 

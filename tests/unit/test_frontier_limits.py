@@ -99,6 +99,7 @@ def test_seed_claims_run_under_their_bound() -> None:
 
     from crawler.frontier.consumer import Record
     from crawler.frontier.seeding import SeedClaims
+    from crawler.frontier.seedtrust import SeedSigner
 
     running, peak = [0], [0]
 
@@ -119,7 +120,8 @@ def test_seed_claims_run_under_their_bound() -> None:
     async def main() -> None:
         claims = SeedClaims(spider=Spider("s"), fingerprint=lambda r: r.url.encode(),
                             state=State(), submit=lambda *a, **k: True, stats=Stats(),
-                            finish=finished.append, dead=lambda *a: None, limit=4)
+                            finish=finished.append, dead=lambda *a: None, limit=4,
+                            signer=SeedSigner(b"a seed key of 16+ bytes"))
         coros = [claims.take(Record("s", 0, i, f"http://a.test/{i}".encode(), 1),
                              Lease("s", 0, i, 1)) for i in range(100)]
         await asyncio.gather(*[c for c in coros if c is not None])

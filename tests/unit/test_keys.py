@@ -32,6 +32,7 @@ PINNED = {
     "control": "{c-1}:control",
     "alerts": "{c-1}:alerts",
     "seed_claim_prefix": "{c-1}:seed:",
+    "seed_key": "{c-1}:seedkey",
     "proxies": "{c-1}:proxies",
     "proxy_seeded": "{c-1}:proxy:seeded",
     "proxy_health": "{c-1}:proxy:health",
