@@ -41,7 +41,9 @@ def test_seeds_from_any_client_dedup_and_dead_letters(
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
     seeds = [
         (demo_site + "/").encode(),  # the same URL the workers get as start_urls
-        json.dumps({"url": demo_site + "/p/3.html", "priority": 5, "meta": {"k": 1}}).encode(),
+        json.dumps({"url": demo_site + "/p/3.html", "priority": 5,
+                    "meta": {"depth_limit": 32}}).encode(),  # DEPTH_LIMIT's own bound
+        json.dumps({"url": demo_site + "/p/4.html", "meta": {"k": 1}}).encode(),  # SEED_META_KEYS
         b"not a url", b'{"url": 5}', b'{"url": "http://a.test/", "colour": "red"}',
     ]
     for value in seeds:
@@ -61,10 +63,11 @@ def test_seeds_from_any_client_dedup_and_dead_letters(
     index = [r for r in requests if r["url"] == demo_site + "/"]
     assert len(index) == 1, "four seeds of the same URL were seeded more than once"
     dead = [json.loads(v) for v in _read_topic(bootstrap, f"{crawl_id}.dead")]
-    assert len(dead) == 6
+    assert len(dead) == 7
     reasons = " | ".join(d["reason"] for d in dead)
     for expected in ("invalid URL 'not a url'", "missing 'url'", "unknown seed fields: colour",
-                     "not JSON", "unsupported record version 7"):
+                     "not JSON", "unsupported record version 7",
+                     "seed meta key 'k' not allowed from outside the crawl"):
         assert expected in reasons
     assert all({"topic", "partition", "offset"} <= set(d["source"]) for d in dead)
 
