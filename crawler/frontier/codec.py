@@ -119,6 +119,8 @@ def _load_json(record: bytes) -> Any:
         return json.loads(record)
     except (UnicodeDecodeError, ValueError) as exc:
         raise CodecError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise CodecError("not JSON: nested too deeply") from None
 
 
 def _request_class(path: Any) -> type[Request]:

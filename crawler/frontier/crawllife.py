@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from crawler.config import readers as config
 from crawler.config.keys import CrawlKeys
 from crawler.connections import clients as connection
+from crawler.connections.records import UNREADABLE
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -73,7 +74,7 @@ def parse_finished(value: Any) -> Finished | None:
         if isinstance(doc, (int, float)):
             return Finished(float(doc), float(doc))
         return Finished(float(doc["at"]), float(doc["closed"]), str(doc.get("reason")))
-    except (ValueError, KeyError, TypeError):
+    except UNREADABLE:
         return None
 
 

@@ -28,6 +28,7 @@ import redis.asyncio as aioredis
 from scrapy.settings import BaseSettings
 
 from crawler.config.keys import CrawlKeys
+from crawler.connections.records import UNREADABLE
 from crawler.connections.retry import RedisRetry, retry
 from crawler.frontier.config import heartbeat_interval, session_timeout_ms
 
@@ -92,7 +93,7 @@ def parse_heartbeats(raw: Mapping[Any, Any]) -> tuple[dict[str, dict[str, Any]],
             doc = json.loads(value)
             doc["ts"] = float(doc["ts"])
             doc["info"] = dict(doc.get("info") or {})
-        except (ValueError, KeyError, TypeError):
+        except UNREADABLE:
             unreadable.append(_text(name))
             continue
         workers[_text(name)] = doc

@@ -98,17 +98,32 @@ def read(handle: IO[str], source: str, fmt: str,
     """The seeds of *handle* (named *source* in reasons) in format *fmt*; a JSON seed that
     sets what *rule* does not allow is a :class:`Bad` line."""
     if fmt == "csv":
-        for number, row in enumerate(csv.reader(handle), 1):
-            if number == 1 and row and row[0].strip().lower() == "url":
+        for number, row in _csv_rows(handle, source):
+            if isinstance(row, Bad):
+                yield row
+            elif number == 1 and row and row[0].strip().lower() == "url":
                 continue
-            if not row or not "".join(row).strip():
-                continue
-            yield _checked(_csv_seed, row, f"{source}:{number}")
+            elif row and "".join(row).strip():
+                yield _checked(_csv_seed, row, f"{source}:{number}")
         return
     for number, line in enumerate(handle, 1):
         text = line.strip()
         if text and not text.startswith("#"):
             yield _checked(partial(seed_of, rule=rule), text, f"{source}:{number}")
+
+
+def _csv_rows(handle: IO[str], source: str) -> Iterator[tuple[int, list[str] | Bad]]:
+    """The rows of a CSV file, numbered; a row the csv module refuses (a NUL byte, a field
+    over its size limit) is a :class:`Bad` one and the next rows are read on."""
+    rows = csv.reader(handle)
+    while True:
+        try:
+            row: list[str] | Bad = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            row = Bad(f"{source}:{rows.line_num}", f"not CSV: {exc}")
+        yield rows.line_num, row
 
 
 def _checked(parse: Callable[[T], Seed], given: T, where: str) -> Seed | Bad:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -25,8 +25,19 @@ REPORT_TIMEOUT = 15.0  # seconds a worker gives the report at close
 
 
 async def ledger_counters(client: aioredis.Redis, crawl: str) -> dict[str, int]:
-    raw = await client.hgetall(CrawlKeys(crawl).ledger)
-    return {_text(k): int(v) for k, v in raw.items()}
+    return parse_counters(await client.hgetall(CrawlKeys(crawl).ledger))
+
+
+def parse_counters(raw: Mapping[Any, Any]) -> dict[str, int]:
+    """The ledger hash as ``{counter: n}``; a field that is not an integer is left out
+    (the ledger's script writes only integers: another writer's field is not a count)."""
+    counters: dict[str, int] = {}
+    for name, value in raw.items():
+        try:
+            counters[_text(name)] = int(value)
+        except (ValueError, TypeError, UnicodeDecodeError):
+            logger.warning("Unreadable ledger counter %r left out", name)
+    return counters
 
 
 def _text(value: Any) -> str:

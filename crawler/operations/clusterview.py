@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from crawler.connections.records import UNREADABLE
 from crawler.frontier.crawlstate import is_lost
 from crawler.operations import proxyview
 from crawler.operations.texttable import aligned
@@ -56,7 +57,7 @@ def proxy_counts(members: int, health: Mapping[Any, Any]) -> dict[str, int] | No
     for value in health.values():
         try:
             counts[Health.from_json(value).state.value] += 1
-        except (ValueError, KeyError, TypeError):
+        except UNREADABLE:
             counts["unreadable"] += 1
     return counts
 
@@ -72,7 +73,7 @@ def parse_alerts(raw: Mapping[Any, Any], now: float) -> dict[str, dict[str, Any]
         try:
             doc = dict(json.loads(value))
             expired = now - float(doc["ts"]) > float(doc["ttl"])
-        except (ValueError, KeyError, TypeError):
+        except UNREADABLE:
             continue
         if not expired:
             alerts[_text(name)] = doc

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from crawler.connections.records import UNREADABLE
 from crawler.operations.texttable import aligned
 from crawler.politeness.proxypool import Health
 
@@ -38,7 +39,7 @@ def proxy_faults(health: Mapping[Any, Any]) -> list[dict[str, Any]]:
     for proxy_id, value in health.items():
         try:
             record = Health.from_json(value)
-        except (ValueError, KeyError, TypeError):
+        except UNREADABLE:
             continue
         rows.append({"id": _text(proxy_id), "state": record.state.value,
                      "proxy_faults": record.proxy_faults, "origin_faults": record.origin_faults})

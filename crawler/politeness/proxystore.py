@@ -41,6 +41,7 @@ from crawler.config.keys import CrawlKeys
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
 from crawler.connections import shared
+from crawler.connections.records import UNREADABLE
 from crawler.politeness.proxyconfig import pool_policy
 from crawler.politeness.proxypool import Health, Outcome, Proxy, ProxyPool, apply, parse_proxy
 
@@ -312,6 +313,6 @@ def _health(raw: str) -> Health:
         return Health()
     try:
         return Health.from_json(raw)
-    except (ValueError, KeyError, TypeError):
+    except UNREADABLE:
         logger.warning("Unreadable proxy health record %r: starting afresh", raw[:200])
         return Health()
