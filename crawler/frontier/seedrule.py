@@ -39,8 +39,12 @@ def _unset(name: str, value: Any) -> bool:
     return any(value == unset and type(value) is type(unset) for unset in _UNSET[name])
 
 
-def _quoted(names: Iterable[str]) -> str:
-    return ", ".join(f"'{name}'" for name in names)
+def _quoted(names: Iterable[str], most: int = 10) -> str:
+    """*names* quoted (``repr``: a key the seed chose may hold any character), the first
+    *most* of them, each cut at 60 characters."""
+    given = list(names)
+    shown = ", ".join(repr(name[:60]) for name in given[:most])
+    return shown + (f" and {len(given) - most} more" if len(given) > most else "")
 
 
 def _listing(allowed: Iterable[str] | None) -> str:

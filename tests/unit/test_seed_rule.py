@@ -70,6 +70,14 @@ def test_a_meta_key_outside_seed_meta_keys_is_refused(key: str) -> None:
                       "(SEED_META_KEYS lists depth_limit, recrawl_after)")
 
 
+def test_a_hostile_meta_key_is_quoted_and_cut_in_the_reason() -> None:
+    reason = _refusal(meta={"a\nFAKE LOG LINE": 1, **{f"k{n}{'x' * 100}": n for n in range(12)}})
+    assert "\n" not in reason and "'a\\nFAKE LOG LINE'" in reason
+    assert "x" * 61 not in reason and reason.endswith("and 3 more not allowed from outside the "
+                                                      "crawl (SEED_META_KEYS lists depth_limit, "
+                                                      "recrawl_after)")
+
+
 def test_fields_left_at_their_defaults_set_nothing() -> None:
     request = decode_seed(_seed(method="get", headers={}, body="", cookies=[], callback=None,
                                 errback=None, cb_kwargs={}, dont_filter=False, flags=[],
