@@ -76,14 +76,17 @@ def test_seed_command_reports_bad_lines_with_their_numbers(stack, crawl_id, tmp_
     env = {**os.environ, **stack.env(), "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
     seed_file = tmp_path / "seeds.txt"
     seed_file.write_text("http://a.test/1\nnot-a-url\n# a comment\n\n"
-                         '{"url": "http://a.test/2", "priority": 3}\nftp://a.test/\n')
+                         '{"url": "http://a.test/2", "priority": 3}\nftp://a.test/\n'
+                         '{"url": "http://a.test/3", "headers": {"X-Admin": ["1"]}}\n')
     proc = subprocess.run(
         [sys.executable, "-m", "scrapy", "seed", "site", "http://a.test/0", "-f", str(seed_file),
          "--crawl-id", crawl_id], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"{seed_file}:2: skipped" in proc.stderr
     assert f"{seed_file}:6: skipped" in proc.stderr
-    assert "3 seeds published" in proc.stdout and "2 invalid lines skipped" in proc.stdout
+    assert (f"{seed_file}:7: skipped: seed field 'headers' not allowed from outside the crawl "
+            "(SEED_REQUEST_FIELDS lists none)") in proc.stderr  # the workers would refuse it
+    assert "3 seeds published" in proc.stdout and "3 invalid lines skipped" in proc.stdout
     values = sorted(_read_topic(env["KAFKA_BOOTSTRAP_SERVERS"], f"{crawl_id}.seeds"))
     assert values == sorted([b"http://a.test/0", b"http://a.test/1",
                              b'{"url": "http://a.test/2", "priority": 3}'])
