@@ -121,5 +121,8 @@ def test_every_url_is_accounted_for_after_a_kill(stack: Any, crawl_id: str,
     assert f"{site.base}/seeded/2" in site.pages()  # normalised: host case, ./, fragment
     assert report["dead"] == 1, report
     assert site.hits.get("/private/secret") is None  # robots.txt, for every waiting request
+    # robots.txt once per host per worker process (the two workers and the restarted one),
+    # not once per request: ~1,000 requests went to this host
+    assert 1 <= site.hits.get("/robots.txt", 0) <= 3, site.hits.get("/robots.txt")
     final = f"Crawl ledger: balance   pending 0, unaccounted 0, redelivered {report['redelivered']}"
     assert final in logs_text, logs_text[-3000:]  # each worker's last lines: the same numbers
