@@ -32,6 +32,8 @@ from crawler.frontier.seedfiles import Bad, Seed
 from crawler.frontier.seedpublish import Publisher, SeedScope
 from crawler.frontier.seedrule import SeedRule
 
+HELD = 1000  # seeds held while their new hosts go into the scope set in one call
+
 
 class Command(ScrapyCommand):
     requires_project = True
@@ -97,18 +99,22 @@ def _publish(settings: BaseSettings, crawl: str, urls: list[str],
         publisher.close()
         raise
     progress = Progress(opts.progress or sys.stderr.isatty())
+    held: list[Seed] = []  # admitted, sent once the scope has their hosts (SeedScope.save)
     try:
         for entry in _entries(urls, opts.files, opts.format, rule):
             if isinstance(entry, Bad):
                 print(f"{entry.where}: skipped: {entry.reason}", file=sys.stderr)
                 publisher.counts["invalid"] += 1
             elif scope.admits(entry.url, entry.host):
-                publisher.send(entry)
+                held.append(entry)
+                if len(held) >= HELD:
+                    _release(held, scope, publisher)
             else:
                 print(f"{entry.url}: refused: its host is outside the crawl's scope "
                       f"(SEED_SCOPE=reject)", file=sys.stderr)
                 publisher.counts["out_of_scope"] += 1
             progress.tick(publisher.counts)
+        _release(held, scope, publisher)
     finally:
         publisher.close()
         scope.close(publisher.counts)
@@ -116,6 +122,13 @@ def _publish(settings: BaseSettings, crawl: str, urls: list[str],
     print(publisher.summary(scope.added))
     counts = publisher.counts
     return 0 if counts["published"] or not (counts["invalid"] or counts["out_of_scope"]) else 1
+
+
+def _release(held: list[Seed], scope: SeedScope, publisher: Publisher) -> None:
+    scope.save()
+    for seed in held:
+        publisher.send(seed)
+    held.clear()
 
 
 class Progress:

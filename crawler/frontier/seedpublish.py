@@ -101,9 +101,11 @@ class SeedScope:
     """The crawl's scope set (:mod:`crawler.frontier.scope`) as ``scrapy seed`` uses it."""
 
     def __init__(self, client: redis.Redis | None, crawl: str, mode: str,
-                 known: set[str]) -> None:
+                 known: set[str], url: str = "") -> None:
         self.client, self.keys, self.mode, self.known = client, CrawlKeys(crawl), mode, known
+        self.url = url  # REDIS_URL, for the error line
         self.new: set[str] = set()
+        self._unsaved: list[str] = []  # new hosts not yet in the crawl's scope set
 
     @classmethod
     def connect(cls, settings: BaseSettings, crawl: str, mode: str) -> SeedScope:
@@ -117,7 +119,7 @@ class SeedScope:
             members = client.smembers(CrawlKeys(crawl).scope)
         except redis.RedisError as exc:
             raise connection.ServiceUnavailable("REDIS_URL", options.url, str(exc)) from exc
-        return cls(client, crawl, mode, {_text(m) for m in members})
+        return cls(client, crawl, mode, {_text(m) for m in members}, options.url)
 
     @property
     def added(self) -> int:
@@ -131,16 +133,29 @@ class SeedScope:
             return True
         if self.mode == "add" or not self.known:  # no worker said its scope yet: they decide
             self.new.add(host)
+            if self.mode == "add":
+                self._unsaved.append(host)
             return True
         return False
+
+    def save(self) -> None:
+        """Put the hosts added since the last call into the crawl's scope set: before their
+        seeds are sent, or a worker could claim one and find its host outside the scope."""
+        if self.client is None or not self._unsaved:
+            return
+        try:
+            self.client.sadd(self.keys.scope, *self._unsaved)
+        except redis.RedisError as exc:
+            raise connection.ServiceUnavailable("REDIS_URL", self.url, str(exc)) from exc
+        self._unsaved.clear()
 
     def close(self, counts: Counter[str]) -> None:
         """Add the new hosts (``add``) and count the command's seeds in the crawl ledger."""
         if self.client is None:
             return
         with self.client.pipeline(transaction=False) as pipe:
-            if self.mode == "add" and self.new:
-                pipe.sadd(self.keys.scope, *self.new)
+            if self._unsaved:  # the hosts of seeds that were not sent: kept all the same
+                pipe.sadd(self.keys.scope, *self._unsaved)
             for name in ("published", "invalid", "out_of_scope"):
                 if counts[name]:
                     pipe.hincrby(self.keys.ledger, f"submitted/{name}", counts[name])
