@@ -41,7 +41,7 @@ def _fetched(log: Path) -> int:
 
 
 def _pages_of_site(server: counting.CountingServer) -> set[str]:
-    return {path for _s, _e, path in server.intervals}
+    return set(server.page_paths())
 
 
 def test_three_workers_share_one_host_within_the_cluster_limit(

@@ -29,6 +29,8 @@ MAX_CONNECTIONS = 2
 
 class LinkedPages(Pages):
     def page(self, path: str) -> tuple[int, bytes]:
+        if not path.startswith("/page/"):  # robots.txt: distributed mode obeys it
+            return 404, b"no such page"
         number = int(path.rsplit("/", 1)[-1])
         links = "".join(f'<a href="/page/{n}">{n}</a>' for n in (number + 1, 0)
                         if n < PAGES)

@@ -16,6 +16,8 @@ from typing import Any
 
 from crawler.localstack import demo_site
 
+ROBOTS = "/robots.txt"
+
 
 class _SlowHandler(demo_site._Handler):
     def do_GET(self) -> None:
@@ -48,8 +50,14 @@ class CountingServer(demo_site.DemoServer):
             self._now -= 1
             self.intervals.append((start, time.monotonic(), path))
 
+    def page_paths(self) -> list[str]:
+        """The path of every request but robots.txt's (fetched once per worker: distributed
+        mode obeys robots.txt), in the order they ended."""
+        with self._lock:
+            return [path for _s, _e, path in self.intervals if path != ROBOTS]
+
     def peak(self) -> int:
-        """The most requests in flight at once, from the logged intervals."""
+        """The most requests in flight at once, robots.txt's too, from the logged intervals."""
         events = sorted([(s, 1) for s, _e, _p in self.intervals]
                         + [(e, -1) for _s, e, _p in self.intervals], key=lambda x: (x[0], x[1]))
         now = best = 0
