@@ -24,6 +24,7 @@ from typing import Any, Self
 from scrapy import Request, exceptions
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.error import DNSLookupError
 
@@ -82,8 +83,6 @@ class NetworkGuardMiddleware:
             raise refused
 
     async def _check_proxied(self, request: Request, host: str) -> None:
-        from scrapy.utils.defer import maybe_deferred_to_future
-
         try:
             addresses = await maybe_deferred_to_future(self.resolver.addresses(host))
         except Exception:  # the proxy fails it with its own error
