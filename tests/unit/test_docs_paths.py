@@ -26,7 +26,8 @@ FILE = re.compile(r"(?<![\w./-])((?:crawler|tests|benchmarks|deploy|docs)/[\w./-
 # Mentions that are not paths of this package: Scrapy's Crawler attribute, a file name.
 NOT_PATHS = {"crawler.request_fingerprinter", "crawler.egg"}
 NOT_FILES = {"deploy/.env",  # written by the user of the compose stack
-             "deploy/secured/certs"}  # the secured stack's certificates, generated (git-ignored)
+             "deploy/secured/certs",  # the secured stack's certificates, generated (git-ignored)
+             "tests/fuzz/.corpus"}  # the long fuzz run's corpus, made by that run (git-ignored)
 
 
 def resolve(path: str) -> object | None:
