@@ -4,6 +4,7 @@ keyword arguments in one place (:func:`crawler.connections.clients.kafka_securit
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 from typing import Any
@@ -205,3 +206,34 @@ def test_a_key_password_in_the_client_params_is_not_logged(caplog: pytest.LogCap
     caplog.set_level(logging.DEBUG)
     logging.getLogger("kafka.admin.client").debug("configuration: %s", config)
     assert "key-pass-xyz" not in caplog.text and "'ssl_password': '***'" in caplog.text
+
+
+class _Costly:
+    """A log argument that counts how often it is formatted."""
+
+    formatted = 0
+
+    def __repr__(self) -> str:
+        _Costly.formatted += 1
+        return "ProduceRequest(" + "x" * 1000 + ")"
+
+
+def test_a_debug_line_no_handler_prints_is_never_formatted() -> None:
+    """Scrapy's root logger passes DEBUG on and its handler, at INFO, drops it: the filter
+    must drop it too, before kafka-python's repr of a whole produce request is built."""
+    connection.kafka_config(KafkaAdminClient, options(), 5)  # installs the filter
+    root, handler = logging.getLogger(), logging.StreamHandler(io.StringIO())
+    handler.setLevel(logging.INFO)
+    saved = root.level, root.handlers[:]
+    root.handlers[:] = [handler]
+    root.setLevel(logging.NOTSET)
+    try:
+        _Costly.formatted = 0
+        logging.getLogger("kafka.net.connection").debug("Request 7: %r", _Costly())
+        assert _Costly.formatted == 0
+        handler.setLevel(logging.DEBUG)
+        logging.getLogger("kafka.net.connection").debug("Request 8: %r", _Costly())
+        assert _Costly.formatted >= 1 and "Request 8: ProduceRequest" in handler.stream.getvalue()
+    finally:
+        root.handlers[:] = saved[1]
+        root.setLevel(saved[0])
