@@ -75,6 +75,9 @@ class DistributedAddon:
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")  # the SSRF guard, both modes
         middlewares.setdefault("crawler.middlewares.network.NetworkGuardMiddleware", 950)
         settings.set("DOWNLOADER_MIDDLEWARES", middlewares, PRIORITY)
+        extensions = settings.getdict("EXTENSIONS")  # a failed download in one line
+        extensions.setdefault("crawler.extensions.downloadlog.DownloadErrorLog", 100)
+        settings.set("EXTENSIONS", extensions, PRIORITY)
         if distributed(settings):
             self._distributed(settings)
         else:

@@ -170,3 +170,6 @@ ALERT_WEBHOOK_TIMEOUT = 5.0  # seconds the webhook POST may take
 
 # --- recrawl (docs/recrawl.md) ---
 RECRAWL_AFTER = 0.0  # seconds after which a URL seen before is fetched again; 0 = never
+
+# --- logs ---
+DOWNLOAD_ERROR_TRACEBACKS = False  # True: a timeout, reset or size cut logs its traceback
