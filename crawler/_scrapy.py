@@ -9,6 +9,12 @@ attribute and signature relied on here, and names what changed if a release brea
   and its items left the pipelines, or the download failed, was ignored or was replaced by
   a redirect. :func:`on_request_left` wraps that method; the slot's ``nextcall`` wakes
   the engine up when the scheduler has something new.
+- A download's failure reaches the spider through the engine's scraper
+  (``ExecutionEngine.scraper.enqueue_scrape(result, request)``, with a ``Failure``), even
+  when a downloader middleware raised it from ``process_response`` (the redirect limit,
+  the decompression bound), which no ``process_exception`` hears. :func:`on_download_failed`
+  wraps that method, so the ledger learns what ended each request. The scraper logs such a
+  failure on the logger :data:`SCRAPER_LOGGER`.
 - The engine (``crawler.engine``, :mod:`scrapy.core.engine`) is paused, resumed and
   closed by the frontier's worker lifecycle and by middlewares that give up.
 - ``request.meta["_auth_proxy"]``: where ``HttpProxyMiddleware`` remembers whose proxy
@@ -30,14 +36,18 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.crawler import Crawler
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 
-__all__ = ["AUTH_PROXY_META", "BaseScheduler", "EngineHook", "TunnelError", "as_deferred",
-           "close_spider", "engine_paused", "engine_running", "on_request_left",
-           "pause_engine", "robots_parser_of", "unpause_engine"]
+__all__ = ["AUTH_PROXY_META", "SCRAPER_LOGGER", "BaseScheduler", "EngineHook", "TunnelError",
+           "as_deferred", "close_spider", "engine_paused", "engine_running",
+           "on_download_failed", "on_request_left", "pause_engine", "robots_parser_of",
+           "unpause_engine"]
 
 #: meta key of ``HttpProxyMiddleware``: the proxy URL whose credentials the request carries
 AUTH_PROXY_META = "_auth_proxy"
 SUPPORTED = "Scrapy 2.13-2.19"
+#: the logger of Scrapy's scraper: its "Error downloading" lines (crawler.extensions.downloadlog)
+SCRAPER_LOGGER = "scrapy.core.scraper"
 
 
 class EngineHook:
@@ -67,6 +77,23 @@ def on_request_left(crawler: Crawler, callback: Callable[[Request], None]) -> En
 
     slot.remove_request = remove_request
     return EngineHook(slot)
+
+
+def on_download_failed(crawler: Crawler,
+                       callback: Callable[[Request, BaseException], None]) -> None:
+    """Call *callback(request, exception)* for each download that ended in a failure, before
+    the scraper hands it to the spider's errback (call it from the scheduler's ``open``)."""
+    scraper: Any = getattr(crawler.engine, "scraper", None)
+    original = getattr(scraper, "enqueue_scrape", None)
+    if scraper is None or not callable(original):
+        raise RuntimeError(f"the Kafka frontier needs {SUPPORTED} (engine scraper not found)")
+
+    def enqueue_scrape(result: Any, request: Request) -> Any:
+        if isinstance(result, Failure) and result.value is not None:
+            callback(request, result.value)
+        return original(result, request)
+
+    scraper.enqueue_scrape = enqueue_scrape
 
 
 def robots_parser_of(middleware: Any, request: Request) -> Any:

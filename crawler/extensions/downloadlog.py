@@ -23,10 +23,8 @@ from scrapy import exceptions
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
-from crawler._scrapy import TunnelError
+from crawler._scrapy import SCRAPER_LOGGER, TunnelError
 from crawler.config import readers as config
-
-SCRAPER_LOGGER = "scrapy.core.scraper"
 
 #: what a download raises when the origin, the network or a size bound ended it
 DOWNLOAD_FAILURES: tuple[type[BaseException], ...] = (

@@ -2,7 +2,9 @@
 
 The last word about a lease's requests wins: a response's status class
 (``response_received``), a component's :data:`~crawler.ledger.outcomes.OUTCOME` signal (an
-ignored or failed download, a retry given up: that one sticks), and the items its page gave
+ignored or failed download, a retry given up: that one sticks), the exception a download
+ended with (:func:`~crawler._scrapy.on_download_failed`: also one a middleware raised from
+``process_response``, such as the redirect limit), and the items its page gave
 (``item_scraped``: stored, ``item_dropped``, ``item_error``). When the lease ends its
 outcome goes to the ledger with the record's partition and offset, and the lease's ack
 waits for the ledger's batch (:mod:`crawler.ledger.recorder`).
@@ -63,6 +65,10 @@ class Accounting:
         lease = self.leases.of(request)
         if lease is not None and lease.outcome != outcomes.RETRIES_EXHAUSTED:
             lease.outcome = outcome
+
+    def failed(self, request: Request, exception: BaseException) -> None:
+        """*request*'s download ended with *exception* (hooked by the scheduler)."""
+        self._told(request, outcomes.of_exception(exception))
 
     def _item_handler(self, name: str) -> Any:
         def handler(response: Response | None = None, **_: Any) -> None:

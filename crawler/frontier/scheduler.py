@@ -26,7 +26,13 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
 from twisted.internet.defer import Deferred
 
-from crawler._scrapy import BaseScheduler, EngineHook, as_deferred, on_request_left
+from crawler._scrapy import (
+    BaseScheduler,
+    EngineHook,
+    as_deferred,
+    on_download_failed,
+    on_request_left,
+)
 from crawler.config.keys import CrawlKeys, worker_id
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
@@ -180,6 +186,7 @@ class KafkaScheduler(Records, BaseScheduler):
             dead=self._dead, limit=cfg.seed_claims, signer=self.signer, rule=cfg.seed_rule,
             scope=self.scope)
         self._engine: EngineHook = on_request_left(self.crawler, self._left)
+        on_download_failed(self.crawler, self.accounting.failed)  # process_response's too
         self._start_gate(slots or MemorySlotStore())
         self._wakeup = Wakeup(self.transport.call_later, self._engine.wake, self.buffer.next_due)
         self.crawler.signals.connect(self._response_received, signals.response_received)

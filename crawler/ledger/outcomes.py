@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from scrapy import Request
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
 
 #: signal ``(request, outcome)``: *outcome* is what became of *request* (sent by components)
 OUTCOME = object()
@@ -60,6 +60,9 @@ def of_exception(exception: BaseException) -> str:
             return DROPPED + name
     if isinstance(exception, IgnoreRequest):
         return DROPPED + "ignored"
+    if isinstance(exception, DownloadCancelledError) and not str(exception):
+        return DROPPED + "size"  # Scrapy's HTTP/1.1 handler cut a body past DOWNLOAD_MAXSIZE
+    # (it logged why; it cancels the download without a message, and nothing else does)
     return FAILED + type(exception).__name__
 
 

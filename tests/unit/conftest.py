@@ -14,6 +14,7 @@ import pytest
 from scrapy import Request, Spider, signals
 from scrapy.http import Response
 from scrapy.utils.test import get_crawler
+from twisted.python.failure import Failure
 
 from crawler.config.readers import KAFKA_SECURITY_SETTINGS
 from crawler.dedup.backend import DedupFactory
@@ -84,9 +85,20 @@ class Slot:
         self.removed.append(request)
 
 
+class Scraper:
+    """The member of Scrapy's scraper the frontier hooks: what reached it, in order."""
+
+    def __init__(self) -> None:
+        self.scraped: list[tuple[Any, Request]] = []
+
+    def enqueue_scrape(self, result: Any, request: Request) -> None:
+        self.scraped.append((result, request))
+
+
 class Engine:
     def __init__(self) -> None:
         self._slot = Slot()
+        self.scraper = Scraper()
         self.paused = False
         self.running = True
         self.closed: list[str] = []
@@ -143,6 +155,10 @@ class Worker:
         response = Response(request.url, request=request)
         self.scheduler.crawler.signals.send_catch_log(
             signals.response_received, response=response, request=request, spider=self.spider)
+
+    def failed(self, request: Request, exception: BaseException) -> None:
+        """*request*'s download ended with *exception* (it reaches the scraper)."""
+        self.engine.scraper.enqueue_scrape(Failure(exception), request)
 
     def left(self, request: Request) -> None:
         """The engine lets go of *request* (through the slot the frontier hooked)."""

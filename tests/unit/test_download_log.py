@@ -9,7 +9,8 @@ from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError, NotC
 from scrapy.logformatter import LogFormatter
 from scrapy.utils.test import get_crawler
 
-from crawler.extensions.downloadlog import SCRAPER_LOGGER, DownloadErrorLog, install
+from crawler._scrapy import SCRAPER_LOGGER
+from crawler.extensions.downloadlog import DownloadErrorLog, install
 
 
 def _log_download_error(error: Exception) -> None:

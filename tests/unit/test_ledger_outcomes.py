@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from scrapy import Request, Spider, signals
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 from twisted.internet.error import ConnectionRefusedError as Refused
@@ -33,6 +33,10 @@ class _Spider(Spider):
                    "decompression."), "dropped/size"),
     (IgnoreRequest("something else"), "dropped/ignored"),
     (Refused(), "failed/ConnectionRefusedError"),
+    (DownloadCancelledError(""), "dropped/size"),  # HTTP/1.1's cut past DOWNLOAD_MAXSIZE
+    (DownloadCancelledError("Expected to receive 200000000 bytes which is larger than "
+                            "download max size (33554432)"), "dropped/size"),
+    (DownloadCancelledError("cancelled"), "failed/DownloadCancelledError"),
 ])
 def test_an_exception_names_its_outcome(exception: Exception, outcome: str) -> None:
     assert outcomes.of_exception(exception) == outcome
@@ -93,6 +97,22 @@ def test_a_retry_given_up_sticks_over_the_last_response() -> None:
     accounting.response(request, HtmlResponse(request.url, status=500, request=request))
     leases.left(request)
     assert dict(tally.counters) == {"failed/retries": 1}
+
+
+def test_a_failure_raised_after_the_response_is_the_last_word() -> None:
+    """The redirect limit and the decompression bound are raised from ``process_response``,
+    which no ``process_exception`` hears: the scraper's failure tells the ledger."""
+    _crawler, leases, tally, accounting = _accounting()
+    for offset, (url, error) in enumerate([
+            ("http://a.test/spiral/10", IgnoreRequest("max redirections reached")),
+            ("http://a.test/bomb", IgnoreRequest("... exceeded DOWNLOAD_MAXSIZE (5 B) during "
+                                                 "decompression.")),
+            ("http://a.test/endless", DownloadCancelledError())]):
+        request, _lease = _leased(leases, url, offset)
+        accounting.response(request, HtmlResponse(url, status=302, request=request))
+        accounting.failed(request, error)
+        leases.left(request)
+    assert dict(tally.counters) == {"dropped/redirects": 1, "dropped/size": 2}
 
 
 def test_stats_growth_becomes_plain_counters() -> None:

@@ -49,6 +49,19 @@ def test_the_slot_lets_go_of_each_request_through_remove_request() -> None:
              "no longer calls _slot.remove_request when the engine lets go of a request")
 
 
+def test_a_failed_download_reaches_the_scraper_through_enqueue_scrape() -> None:
+    from scrapy.core import scraper as scrapy_scraper
+
+    method = getattr(scrapy_scraper.Scraper, "enqueue_scrape", None)
+    _require(callable(method), "no longer has Scraper.enqueue_scrape")
+    _require(_params(method) == ["self", "result", "request"],
+             f"changed Scraper.enqueue_scrape's signature to {_params(method)}")
+    _require("self.scraper.enqueue_scrape(" in inspect.getsource(Engine),
+             "no longer hands downloads (and their failures) to scraper.enqueue_scrape")
+    _require(scrapy_scraper.logger.name == _scrapy.SCRAPER_LOGGER,
+             f"logs its download errors on {scrapy_scraper.logger.name!r}")
+
+
 def test_the_slot_wakes_the_engine_through_nextcall_schedule() -> None:
     _require("nextcall" in _params(scrapy_engine._Slot.__init__),
              "no longer gives ExecutionEngine._slot a nextcall")
@@ -114,6 +127,19 @@ def test_the_hook_calls_scrapys_remove_request_first_then_the_callback() -> None
     slot.remove_request("r")
     assert left == [("r", ["r"])]
     assert isinstance(hook, _scrapy.EngineHook)
+
+
+def test_the_failure_hook_sees_each_failure_before_the_scraper() -> None:
+    from twisted.python.failure import Failure
+
+    seen: list[Any] = []
+    scraper = type("S", (), {"enqueue_scrape": lambda self, result, request: seen.append(
+        ("scraped", request))})()
+    crawler = type("C", (), {"engine": type("E", (), {"scraper": scraper})()})()
+    _scrapy.on_download_failed(crawler, lambda r, e: seen.append(("failed", r, type(e))))
+    crawler.engine.scraper.enqueue_scrape(Failure(KeyError("x")), "r")
+    crawler.engine.scraper.enqueue_scrape("a response", "s")
+    assert seen == [("failed", "r", KeyError), ("scraped", "r"), ("scraped", "s")]
 
 
 def test_the_hook_refuses_an_engine_without_a_slot() -> None:
