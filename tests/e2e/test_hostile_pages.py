@@ -1,0 +1,148 @@
+"""Hostile pages end to end: two workers at the default distributed settings crawl an origin
+of traps (:mod:`servers.hostilesite`) and the crawl ends by itself.
+
+Nothing is overridden: the bounds under test are the defaults (``docs/security.md``):
+``DOWNLOAD_MAXSIZE`` (32 MiB, the inflated size too), ``DOWNLOAD_TIMEOUT`` (30 s),
+``REDIRECT_MAX_TIMES`` (10), ``DEPTH_LIMIT`` (32) and the retry budgets. Required:
+
+- both workers exit 0 within :data:`DEADLINE`, with no traceback in their logs;
+- each worker's peak RSS (``VmHWM``) stays under :data:`RSS_BOUND`;
+- every trap is counted under its reason in the ledger, which balances to zero, and the
+  origin saw each one as often as its bound allows (a size drop is never retried);
+- every ordinary page (the 10,000 leaves, the pages of bad encodings and the pages they
+  link to, the calendar within the depth limit) is stored exactly once, and nothing else;
+  a page whose header claims UTF-16 for ASCII bytes is stored, and its link, unreadable in
+  a browser too, is not followed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pymongo import MongoClient
+from servers.hostilesite import (
+    CAL_START,
+    ENCODINGS,
+    LEAVES,
+    TRAPS,
+    UNREADABLE,
+    HostileSite,
+    calendar,
+    month_path,
+)
+
+from crawler.config import defaults
+from crawler.localstack.demo import Worker, running, wait_all, worker_command, worker_logs
+from crawler.security.limits import DISTRIBUTED_LIMITS
+
+DEADLINE = 480.0  # seconds: /slow's five 30 s attempts and their backoff, then the idle timeout
+RSS_BOUND = 400 * 1024  # KiB: docs/security.md
+
+
+class PeakRss:
+    """The highest ``VmHWM`` (peak resident set, KiB) of each worker, read every 0.2 s."""
+
+    def __init__(self, workers: list[Worker]) -> None:
+        self.peaks = {w.process.pid: 0 for w in workers}
+        self._workers = workers
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while any(w.process.poll() is None for w in self._workers):
+            for pid in self.peaks:
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:  # exited
+                    continue
+                for line in status.splitlines():
+                    if line.startswith("VmHWM:"):
+                        self.peaks[pid] = max(self.peaks[pid], int(line.split()[1]))
+            threading.Event().wait(0.2)
+
+    def stop(self) -> dict[int, int]:
+        self._thread.join(5)
+        return self.peaks
+
+
+def _report(env: dict[str, str], crawl_id: str) -> dict[str, Any]:
+    full = {**os.environ, "SCRAPY_SETTINGS_MODULE": "crawler.settings", **env}
+    done = subprocess.run([sys.executable, "-m", "scrapy", "cluster", "report", crawl_id,
+                           "--json"], env=full, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout))
+
+
+def _traceback_sources(logs: str) -> list[str]:
+    """The log line before each traceback in *logs*, except kafka-python's own: its
+    transport sometimes logs one when a connection closes under it at shutdown
+    (``'NoneType' object has no attribute 'recv'``), which no page causes."""
+    lines, sources = logs.splitlines(), []
+    for number, line in enumerate(lines):
+        if line.startswith("Traceback"):
+            logged = next((lines[i] for i in range(number - 1, -1, -1)
+                           if re.match(r"\d{4}-\d\d-\d\d ", lines[i])), "")
+            if "[kafka." not in logged:
+                sources.append(logged)
+    return sources
+
+
+def _ordinary(base: str) -> set[str]:
+    """The pages the crawl must store: what is no trap, the calendar within the depth limit."""
+    depth = DISTRIBUTED_LIMITS["DEPTH_LIMIT"]  # /cal/2026/12 is at depth 1, a month a level
+    months = [calendar(*CAL_START, step) for step in range(1 - depth, depth)]
+    paths = ["/", "/links/0", "/links/1", *(f"/leaf/{n}" for n in range(LEAVES)),
+             *(f"/enc/{name}" for name in ENCODINGS),
+             *(f"/after/{name}" for name in ENCODINGS if name not in UNREADABLE),
+             *(month_path(*month) for month in months)]
+    return {base + path for path in paths}
+
+
+def test_a_hostile_origin_is_bounded_counted_and_survived(stack: Any, crawl_id: str,
+                                                          tmp_path: Path) -> None:
+    site = HostileSite().start()
+    env = {**stack.env(), "CRAWL_ID": crawl_id}
+    try:
+        with running(2, worker_command(f"{site.base}/", {}), env, tmp_path / "logs") as workers:
+            rss = PeakRss(workers)
+            codes = wait_all(workers, timeout=DEADLINE)
+            peaks = rss.stop()
+        logs = worker_logs(workers)
+        assert codes == [0, 0], logs[-5000:]
+        ledger = _report(env, crawl_id)
+        database = MongoClient(env["MONGO_URI"])["crawler"]
+        urls = [doc["url"] for doc in database[crawl_id].find({}, {"url": 1})]
+        failures = [doc["url"] for doc in database[crawl_id + ".failures"].find({}, {"url": 1})]
+    finally:
+        site.stop()
+    print(f"peak RSS KiB {peaks}; ledger {json.dumps(ledger)}")  # figures for the -s reader
+    assert _traceback_sources(logs) == []
+    assert max(peaks.values()) < RSS_BOUND, peaks
+    assert ledger["finished"] is True, ledger
+    assert (ledger["unaccounted"], ledger["pending"], ledger["overcounted"]) == (0, 0, 0), ledger
+    reasons = Counter(reason.split("/", 1)[1] for reason in TRAPS.values() if "dropped" in reason)
+    # size: /big, /endless, /bomb; redirects: /spiral, /loop. raced_copy: both workers read
+    # /links/0 and /links/1 at once, each checked the Bloom filter before the other marked
+    # the 10,000 leaves, and the consumer dropped the second copies before any download
+    raced = ledger["dropped"].pop("raced_copy", 0)
+    assert ledger["dropped"] == reasons and raced <= LEAVES, ledger
+    assert ledger["requests"]["failed"] == {"retries": 1}, ledger  # /slow
+    assert ledger["discarded"].get("depth") == 4, ledger  # the two months at depth 32 link 2 each
+    assert failures == [f"{site.base}/slow"], failures
+    hits = site.hits
+    assert [hits[path] for path in ("/big", "/endless", "/bomb")] == [1, 1, 1], hits
+    assert hits["/slow"] == 1 + defaults.RETRY_NETWORK_TIMES, hits
+    assert max(int(p.rsplit("/", 1)[1]) for p in hits if p.startswith("/spiral/")) \
+        == DISTRIBUTED_LIMITS["REDIRECT_MAX_TIMES"], hits
+    assert hits["/loop/a"] + hits["/loop/b"] == 1 + DISTRIBUTED_LIMITS["REDIRECT_MAX_TIMES"]
+    assert sorted(urls) == sorted(_ordinary(site.base)), \
+        sorted(set(urls) ^ _ordinary(site.base))[:20]
+    assert max(hits[p] for p in hits if p.startswith("/leaf/")) == 1
