@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from helpers import tracebacks_outside_kafka
 from pymongo import MongoClient
 from servers.hostilesite import (
     CAL_START,
@@ -81,20 +81,6 @@ def _report(env: dict[str, str], crawl_id: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
-def _traceback_sources(logs: str) -> list[str]:
-    """The log line before each traceback in *logs*, except kafka-python's own: its
-    transport sometimes logs one when a connection closes under it at shutdown
-    (``'NoneType' object has no attribute 'recv'``), which no page causes."""
-    lines, sources = logs.splitlines(), []
-    for number, line in enumerate(lines):
-        if line.startswith("Traceback"):
-            logged = next((lines[i] for i in range(number - 1, -1, -1)
-                           if re.match(r"\d{4}-\d\d-\d\d ", lines[i])), "")
-            if "[kafka." not in logged:
-                sources.append(logged)
-    return sources
-
-
 def _ordinary(base: str) -> set[str]:
     """The pages the crawl must store: what is no trap, the calendar within the depth limit."""
     depth = DISTRIBUTED_LIMITS["DEPTH_LIMIT"]  # /cal/2026/12 is at depth 1, a month a level
@@ -124,7 +110,7 @@ def test_a_hostile_origin_is_bounded_counted_and_survived(stack: Any, crawl_id: 
     finally:
         site.stop()
     print(f"peak RSS KiB {peaks}; ledger {json.dumps(ledger)}")  # figures for the -s reader
-    assert _traceback_sources(logs) == []
+    assert tracebacks_outside_kafka(logs) == [], logs[-3000:]
     assert max(peaks.values()) < RSS_BOUND, peaks
     assert ledger["finished"] is True, ledger
     assert (ledger["unaccounted"], ledger["pending"], ledger["overcounted"]) == (0, 0, 0), ledger
