@@ -12,8 +12,8 @@ with ``***``.
 A record no handler would print is dropped before its message is built: under Scrapy the
 loggers pass DEBUG on (the handler, at ``LOG_LEVEL``, decides), and the message of a
 produce request's DEBUG line is the repr of every record in it, hundreds of megabytes for
-the 10,000 links of one page; building it only to mask it cost a worker 500 MiB of peak RSS
-and most of a core.
+the 10,000 links of one page; building it only to mask it took a worker's peak RSS from
+137 to 638 MiB (memray: 8.7 GB allocated in this filter during that crawl).
 """
 
 from __future__ import annotations

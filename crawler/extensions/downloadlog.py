@@ -22,6 +22,7 @@ from typing import Self
 from scrapy import exceptions
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
+from scrapy.logformatter import DOWNLOADERRORMSG_LONG, DOWNLOADERRORMSG_SHORT
 
 from crawler._scrapy import SCRAPER_LOGGER, TunnelError
 from crawler.config import readers as config
@@ -35,12 +36,15 @@ DOWNLOAD_FAILURES: tuple[type[BaseException], ...] = (
 )
 
 
+_DOWNLOAD_ERROR_MESSAGES = (DOWNLOADERRORMSG_SHORT, DOWNLOADERRORMSG_LONG)  # LogFormatter's
+
+
 class OneLineDownloadErrors(logging.Filter):
     """Rewrites the scraper's "Error downloading" records of :data:`DOWNLOAD_FAILURES`."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, DOWNLOAD_FAILURES) and str(record.msg).startswith("Error down"):
+        if isinstance(error, DOWNLOAD_FAILURES) and record.msg in _DOWNLOAD_ERROR_MESSAGES:
             text = " ".join(str(error).split())  # one line, whatever the message held
             record.msg = f"{record.getMessage()}: {type(error).__name__}: {text}"
             record.args, record.exc_info, record.exc_text = None, None, None
