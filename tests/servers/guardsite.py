@@ -15,6 +15,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from servers.pages import link_page
+
 PAGES = ("/", "/a", "/b")  # the pages the crawl may store
 
 
@@ -69,8 +71,7 @@ class _Handler(BaseHTTPRequestHandler):
                  target.replace("127.0.0.1", "[::ffff:127.0.0.1]") + "/mapped-link",
                  target.replace("127.0.0.1", "localhost") + "/named-link"] \
             if path == "/" else ["/"]
-        body = "".join(f'<a href="{href}">{href}</a>\n' for href in links)
-        page = f"<html><head><title>{path}</title></head><body>{body}</body></html>".encode()
+        page = link_page(path, links)
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.send_header("Content-Length", str(len(page)))

@@ -28,6 +28,8 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from servers.pages import link_page
+
 LEAVES = 10_000
 BIG = 200 * 1000 * 1000
 BOMB = 1 << 30  # bytes the gzip bomb inflates to
@@ -71,11 +73,6 @@ def calendar(year: int, month: int, step: int) -> tuple[int, int]:
 
 def month_path(year: int, month: int) -> str:
     return f"/cal/{year}/{month}"
-
-
-def _links(hrefs: list[str], title: str) -> bytes:
-    body = "".join(f'<a href="{h}">{h}</a>\n' for h in hrefs)
-    return f"<html><head><title>{title}</title></head><body>{body}</body></html>".encode()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -131,21 +128,20 @@ class _Handler(BaseHTTPRequestHandler):
     def _page(self, path: str) -> None:
         kind, _, rest = path[1:].partition("/")
         if path == "/":
-            self._send(_links([*TRAPS, month_path(*CAL_START), "/links/0",
-                               "/links/1", *(f"/enc/{n}" for n in ENCODINGS)], "hostile"))
+            self._send(link_page("hostile", [*TRAPS, month_path(*CAL_START), "/links/0",
+                                             "/links/1", *(f"/enc/{n}" for n in ENCODINGS)]))
         elif kind == "links" and rest in ("0", "1"):
-            self._send(_links([f"/leaf/{n}" for n in range(LEAVES)], path))
+            self._send(link_page(path, [f"/leaf/{n}" for n in range(LEAVES)]))
         elif kind == "cal":
             year, month = (int(p) for p in rest.split("/"))
-            self._send(_links([month_path(*calendar(year, month, s)) for s in (-1, 1)],
-                              path))
+            self._send(link_page(path, [month_path(*calendar(year, month, s)) for s in (-1, 1)]))
         elif kind == "enc" and rest in ENCODINGS:
             content_type, body = ENCODINGS[rest]
             link = f'<a href="/after/{rest}">after</a>'
             self._send(body + link.encode("utf-16-le" if rest == "bom-conflict" else "ascii"),
                        content_type)
         elif kind in ("leaf", "after"):
-            self._send(_links([], path))
+            self._send(link_page(path, []))
         else:
             self.send_error(404)
 

@@ -16,15 +16,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from servers.pages import link_page
+
 PAGES = 400
 DEEP = 40  # past distributed mode's DEPTH_LIMIT (32)
 LATENCY = 0.01
 ROBOTS = b"User-agent: *\nDisallow: /private/\n"
-
-
-def _page(title: str, links: list[str]) -> bytes:
-    body = "".join(f'<a href="{href}">{href}</a>\n' for href in links)
-    return f"<html><head><title>{title}</title></head><body>{body}</body></html>".encode()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -81,13 +78,13 @@ class LedgerSite(ThreadingHTTPServer):
         if path == "/":
             links = ["/p/0", "/missing/1", "/moved", self.offsite, "/private/secret",
                      "/deep/1", "/flaky", "/odd"]
-            return 200, {}, _page("home", links)
+            return 200, {}, link_page("home", links)
         if path == "/moved":
             return 301, {"Location": "/landing"}, b""
         if path == "/flaky":
             return 500, {}, b"broken for good"
         if path == "/odd":
-            return 200, {}, _page("reject me", [])
+            return 200, {}, link_page("reject me", [])
         for prefix, render in (("/p/", self._tree), ("/deep/", self._deep),
                                ("/seeded/", self._leaf), ("/landing", self._leaf)):
             if path.startswith(prefix):
@@ -99,16 +96,16 @@ class LedgerSite(ThreadingHTTPServer):
             return 404, {}, b"no such page"
         n = int(rest)
         links = [f"/p/{c}" for c in (2 * n + 1, 2 * n + 2) if c < PAGES]
-        return 200, {}, _page(f"page {n}", [*links, "/", f"/missing/{n}"])
+        return 200, {}, link_page(f"page {n}", [*links, "/", f"/missing/{n}"])
 
     def _deep(self, rest: str) -> tuple[int, dict[str, str], bytes]:
         k = int(rest) if rest.isdigit() else DEEP
         links = [f"/deep/{k + 1}"] if k < DEEP else []
-        return 200, {}, _page(f"deep {k}", links)
+        return 200, {}, link_page(f"deep {k}", links)
 
     @staticmethod
     def _leaf(_rest: str) -> tuple[int, dict[str, str], bytes]:
-        return 200, {}, _page("leaf", [])
+        return 200, {}, link_page("leaf", [])
 
     def pages(self) -> set[str]:
         """The URLs of every page served with a 200 (robots.txt aside): one item each."""
