@@ -145,6 +145,14 @@ def ensure_topics(kafka: Kafka, topics: dict[str, int], *, connect_timeout: floa
 # one process; see docs/benchmarks/micro.md). A batch is sent when full or after linger_ms.
 PRODUCER_BATCH_SIZE = 128 * 1024
 
+#: The largest record the producer sends (kafka-python's ``max_request_size``, its default).
+#: The frontier refuses a larger request when the spider yields it, not when it is sent
+#: (:mod:`crawler.frontier.unsendable`); a broker whose own limit is lower refuses it later.
+MAX_REQUEST_SIZE = 1024 * 1024
+#: What a record adds to its value: kafka-python's batch header (61 bytes), the record's
+#: varints and attributes, and the key (a host name, at most 253 bytes)
+RECORD_OVERHEAD = 512
+
 
 #: ``KAFKA_DELIVERY_TIMEOUT``: seconds a record may wait for its acknowledgement before its
 #: send fails with ``KafkaTimeoutError`` (kafka-python's ``delivery_timeout_ms``); the
@@ -173,7 +181,8 @@ def kafka_producer(kafka: Kafka, *, connect_timeout: float, linger_ms: int,
         return KafkaProducer(**kafka_config(
             KafkaProducer, kafka, connect_timeout, acks="all", linger_ms=linger_ms,
             retries=5, client_id=client_id, max_block_ms=int(connect_timeout * 1000) * 4,
-            batch_size=PRODUCER_BATCH_SIZE, enable_idempotence=False,
+            batch_size=PRODUCER_BATCH_SIZE, max_request_size=MAX_REQUEST_SIZE,
+            enable_idempotence=False,
             delivery_timeout_ms=int(delivery_timeout * 1000),
             **({} if partitioner is None else {"partitioner": partitioner})))
     except Exception as exc:

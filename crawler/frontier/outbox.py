@@ -63,7 +63,8 @@ class _Pending:
     fingerprint: bytes
     filtered: bool
     op: int
-    after: float | None = None  # its recrawl_after meta: checked by the due store
+    after: float | None  # its recrawl_after meta: checked by the due store
+    value: bytes  # encoded when the spider yielded it
 
 
 class Outbox:
@@ -103,8 +104,12 @@ class Outbox:
                          or (after is None and fingerprint in self.local)):
             self._local_hits += 1
             return False
+        value = self._encoded(request)
+        if value is None:
+            return False
         self._in_progress.add(fingerprint)
-        self._batch.append(_Pending(request, fingerprint, filtered, self.barrier.begin(), after))
+        self._batch.append(_Pending(request, fingerprint, filtered, self.barrier.begin(), after,
+                                    value))
         if len(self._batch) == 1:
             asyncio.get_running_loop().call_soon(self._spawn_flush)
         return True
@@ -195,19 +200,29 @@ class Outbox:
                  if fps else [])
         return {id(p) for p, s in zip(checked + timed, seen + fresh, strict=True) if s}
 
-    def _produce(self, pending: _Pending) -> None:
+    def _encoded(self, request: Request) -> bytes | None:
+        """*request* encoded as the spider yields it; None for one that can never travel,
+        which is reported (naming the spider and callback) and dead-lettered here."""
         try:
-            value = self.encode(pending.request)
+            value = self.encode(request)
         except CodecError as exc:
-            self._in_progress.discard(pending.fingerprint)
-            self.stats.inc_value("frontier/unencodable")
-            logger.error("%s", unsendable.describe(pending.request, str(exc), self.spider_name))
-            self.dead_letter(f"cannot encode request: {exc}", pending.request.url.encode(),
-                             {"url": pending.request.url}, logged=True)
-            self.barrier.end(pending.op)
-            return
-        key = self.key_for(pending.request)
-        self._send(self.topic_for(pending.request), key, value,
+            self._unsendable(request, "frontier/unencodable", str(exc),
+                             f"cannot encode request: {exc}")
+            return None
+        problem = unsendable.too_large(value)
+        if problem is not None:
+            self._unsendable(request, "frontier/refused", problem, f"request too large: {problem}")
+            return None
+        return value
+
+    def _unsendable(self, request: Request, stat: str, problem: str, reason: str) -> None:
+        self.stats.inc_value(stat)
+        logger.error("%s", unsendable.describe(request, problem, self.spider_name))
+        self.dead_letter(reason, request.url.encode(), {"url": request.url}, logged=True)
+
+    def _produce(self, pending: _Pending) -> None:
+        value = pending.value
+        self._send(self.topic_for(pending.request), self.key_for(pending.request), value,
                    lambda _p, _o: self._sent(pending),
                    rejected=lambda exc: self._refused(pending, len(value), exc))
 

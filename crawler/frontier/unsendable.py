@@ -15,7 +15,17 @@ from typing import Any
 
 from scrapy import Request
 
+from crawler.connections.kafka_clients import MAX_REQUEST_SIZE, RECORD_OVERHEAD
+
 SHOWN = 3  # meta keys named, the largest first
+VALUE_LIMIT = MAX_REQUEST_SIZE - RECORD_OVERHEAD  # the largest encoded request sent
+
+
+def too_large(value: bytes, limit: int = VALUE_LIMIT) -> str | None:
+    """Why *value* can never be sent, or None if it fits a record."""
+    if len(value) <= limit:
+        return None
+    return f"{len(value):,} bytes encoded, a record holds at most {limit:,}"
 
 
 def origin(request: Request, spider: str = "") -> str:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+
 import pytest
+from conftest import DEAD, REQUESTS, MakeWorker, settle
 from scrapy import Request, Spider
 
 from crawler.frontier import unsendable
@@ -36,3 +41,31 @@ def test_a_request_without_callback_takes_the_spider_it_is_told() -> None:
 def test_sizes_are_plural_but_one(value: object, text: str) -> None:
     assert unsendable.largest_meta(Request("https://a.test/", meta={"k": value})) == \
         f"largest meta keys: {text}"
+
+
+@pytest.mark.parametrize(("meta", "stat", "problem"), [
+    ({"blob": "x" * unsendable.VALUE_LIMIT}, "frontier/refused",
+     "bytes encoded, a record holds at most 1,048,064)"),
+    ({"when": object()}, "frontier/unencodable", "not JSON-serialisable"),
+])
+def test_a_request_that_can_never_travel_is_reported_when_the_spider_yields_it(
+        make_worker: MakeWorker, caplog: pytest.LogCaptureFixture, meta: dict[str, object],
+        stat: str, problem: str) -> None:
+    async def scenario() -> None:
+        w = make_worker()
+        with caplog.at_level(logging.ERROR, "crawler.frontier.outbox"):
+            accepted = w.scheduler.enqueue_request(Request("https://a.test/big", meta=meta))
+            # reported before any dupefilter call or send: in the spider's yield
+            assert not accepted and w.stats.get_value(stat) == 1
+            assert "Request https://a.test/big yielded by spider 'mem' in callback parse " \
+                   "can never be sent (" in caplog.text and problem in caplog.text
+        assert w.scheduler.enqueue_request(Request("https://a.test/fine"))
+        await settle()
+        w.producer.acknowledge()  # the broker takes every send
+        await settle()  # and the Bloom filter marks the fine one seen
+        dead = [json.loads(v) for v in w.records(DEAD)]
+        assert [d["source"] for d in dead] == [{"url": "https://a.test/big"}]
+        assert [json.loads(v)["url"] for v in w.records(REQUESTS)] == ["https://a.test/fine"]
+        assert not w.scheduler.outbox.busy
+
+    asyncio.run(scenario())
