@@ -142,6 +142,12 @@ class DemoServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         return f"http://{host!s}:{port}"
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request (a worker killed with ``kill -9``) is no
+        error of the site's: only other exceptions print their traceback."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
     def close(self) -> None:
         """Stop serving (if :func:`serve` started a thread) and close the socket."""
         if self._thread is not None:
