@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -113,8 +113,7 @@ class Soak:
             os.kill(worker.process.pid, signal.SIGKILL)
         code = worker.process.wait()
         worker.log.close()
-        self.outcome.lives.append(report.Life(life.index, life.generation, life.pid,
-                                              life.started, self.now(), killed))
+        self.outcome.lives.append(replace(life, ended=self.now(), killed=killed))
         return code
 
     def kill(self, index: int) -> None:
@@ -185,7 +184,8 @@ def _probe(pid: int, origin_port: int) -> tuple[int, int, int] | None:
         origin = _sockets_to(pid, origin_port)
     except (OSError, StopIteration):
         return None
-    return rss, len(targets), sum(t[8:-1] in origin for t in targets if t.startswith("socket:"))
+    sockets = [t.removeprefix("socket:[").rstrip("]") for t in targets if t.startswith("socket:")]
+    return rss, len(targets), sum(inode in origin for inode in sockets)
 
 
 def _sockets_to(pid: int, port: int) -> set[str]:

@@ -17,7 +17,7 @@ descriptor (the services' connections, files, pipes, the reactor's own) must sta
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 FIFTHS = 5
@@ -87,11 +87,9 @@ def growth(life: Life, samples: Iterable[Sample], warmup: float, crawl_end: floa
         return base
     part = len(late) // FIFTHS
     first, last = late[:part], late[-part:]
-    return Growth(**{**asdict(base),
-                     "rss_first_kib": max(s.rss_kib for s in first),
-                     "rss_last_kib": max(s.rss_kib for s in last),
-                     "fds_first": max(s.others for s in first),
-                     "fds_last": max(s.others for s in last)})
+    return replace(base, rss_first_kib=max(s.rss_kib for s in first),
+                   rss_last_kib=max(s.rss_kib for s in last),
+                   fds_first=max(s.others for s in first), fds_last=max(s.others for s in last))
 
 
 def crawl_end(samples: Sequence[Sample]) -> float:

@@ -137,11 +137,9 @@ class Outbox:
         """The broker can never take *request* (:func:`~crawler.frontier.producer.permanent`):
         its URL
         and the reason go to the dead-letter topic instead (a barrier operation too)."""
-        self.stats.inc_value("frontier/refused")
-        problem = f"{size:,} bytes encoded: {type(exc).__name__}"
-        logger.error("%s", unsendable.describe(request, problem, self.spider_name))
-        reason = f"the broker refused the request ({size} bytes encoded): {exc}"
-        self.dead_letter(reason, request.url.encode(), {"url": request.url}, logged=True)
+        self._unsendable(request, "frontier/refused",
+                         f"{size:,} bytes encoded: {type(exc).__name__}",
+                         f"the broker refused the request ({size} bytes encoded): {exc}")
 
     def flush_stats(self) -> None:
         """Add the duplicates this worker filtered itself to ``bloom/filtered`` and
@@ -216,6 +214,8 @@ class Outbox:
         return value
 
     def _unsendable(self, request: Request, stat: str, problem: str, reason: str) -> None:
+        """Count *stat*, log where *request* came from and why it can never be sent, and
+        dead-letter its URL with *reason*."""
         self.stats.inc_value(stat)
         logger.error("%s", unsendable.describe(request, problem, self.spider_name))
         self.dead_letter(reason, request.url.encode(), {"url": request.url}, logged=True)
