@@ -10,7 +10,12 @@ one that answers 403 to everything. Required:
 - every page is stored exactly once, the ones that fail three times and then succeed too;
 - no healthy (or slow) proxy is ever declared dead; the dead and the 403 ones are;
 - no gap longer than 10 s between two arrivals at the origin while the crawl runs;
-- the same with one worker killed with ``kill -9`` while it holds leased requests.
+- the same with one worker killed with ``kill -9`` while it holds leased requests, apart from
+  the group's failover: from the kill until the survivor owns every partition. It takes
+  ``KAFKA_SESSION_TIMEOUT_MS`` (6 s) before the broker notices, then the rejoin (3-4 s on
+  Tansu), during which the survivor's own partitions are revoked too (kafka-python's eager
+  protocol), so the origin may see nothing for that long whatever the proxies do (CI once saw
+  13.4 s). The failover is bounded on its own (``MAX_FAILOVER``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import json
 import os
 import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +43,9 @@ HOSTS = ("127.0.0.1", "127.0.0.2")
 SEED = 1  # page 0 answers at once; 10 pages fail three times then succeed
 FAULTS = Faults.parse("hostile")
 MAX_GAP = 10.0  # seconds without an arrival at the origin
+# seconds from the kill until the survivor owns every partition: the session timeout (6 s),
+# the rejoin (Tansu: 3-4 s) and a heartbeat (1 s) took 10-11 s, once 16.7 s, on this machine
+MAX_FAILOVER = 30.0
 
 
 def _stats(worker: Worker) -> str:
@@ -49,9 +58,37 @@ def _stat(dumps: list[str], key: str) -> int:
     return sum(int(n) for d in dumps for n in re.findall(rf"'{re.escape(key)}': (\d+)", d))
 
 
-def _gaps(entries: list[dict[str, object]]) -> float:
+def _gaps(entries: list[dict[str, object]], excused: tuple[float, float] = (0.0, 0.0)) -> float:
+    """The longest time between two arrivals, less its overlap with the *excused* span."""
     times = sorted(float(e["ts"]) for e in entries)  # type: ignore[arg-type]
-    return max((b - a for a, b in itertools.pairwise(times)), default=0.0)
+    start, end = excused
+    return max((b - a - max(0.0, min(b, end) - max(a, start))
+                for a, b in itertools.pairwise(times)), default=0.0)
+
+
+def _assigned(redis_url: str, crawl_id: str) -> dict[int, set[str]]:
+    """Each live worker's partitions, by PID, as its heartbeat shows them."""
+    client = Redis.from_url(redis_url)
+    try:
+        beats = [json.loads(v) for v in client.hvals(f"{{{crawl_id}}}:workers")]
+    finally:
+        client.close()
+    return {int(b["info"]["pid"]): set(b["assigned"]) for b in beats}
+
+
+def _kill_and_fail_over(env: dict[str, str], crawl_id: str, workers: list[Worker]
+                        ) -> tuple[int, tuple[float, float]]:
+    """Kill the worker holding leases; its index and the failover span: from the kill
+    until the survivor's heartbeat shows every partition the two had owned."""
+    pid = worker_with(env["REDIS_URL"], crawl_id, "leases")
+    victim = next(i for i, w in enumerate(workers) if w.process.pid == pid)
+    survivor = workers[1 - victim].process.pid
+    every = set().union(*_assigned(env["REDIS_URL"], crawl_id).values())
+    os.kill(pid, signal.SIGKILL)
+    killed = time.time()
+    wait_until(lambda: _assigned(env["REDIS_URL"], crawl_id).get(survivor, set()) >= every,
+               120, "the survivor to own every partition")
+    return victim, (killed, time.time())
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["steady", "kill-9"])
@@ -65,9 +102,7 @@ def test_a_hostile_origin_behind_proxies_loses_nothing(stack, crawl_id, tmp_path
         with running(2, cmd, env, tmp_path / "logs") as workers:
             if kill:
                 wait_until(lambda: len(read_log(origin_log)) >= 60, 180, "60 arrivals")
-                pid = worker_with(env["REDIS_URL"], crawl_id, "leases")
-                victim = next(i for i, w in enumerate(workers) if w.process.pid == pid)
-                os.kill(workers[victim].process.pid, signal.SIGKILL)
+                victim, failover = _kill_and_fail_over(env, crawl_id, workers)
             codes = wait_all(workers, timeout=600)
             logs = "\n".join(Path(w.log.name).read_text(errors="replace") for w in workers)
             dumps = [_stats(w) for w in workers]
@@ -87,7 +122,9 @@ def test_a_hostile_origin_behind_proxies_loses_nothing(stack, crawl_id, tmp_path
         assert f"Proxy {proxy_id} is dead" not in logs, f"healthy proxy {proxy_id} killed"
     for bad in (proxies.dead, proxies.forbidden):
         assert f"Proxy {parse_proxy(bad).id} is dead" in logs, f"{bad} never declared dead"
-    gap = _gaps(entries)
+    if kill:
+        assert failover[1] - failover[0] <= MAX_FAILOVER, f"failover took {failover}"
+    gap = _gaps(entries, failover if kill else (0.0, 0.0))
     assert gap <= MAX_GAP, f"{gap:.1f}s without a fetch while healthy proxies existed"
     survivors = [d for d in dumps if d]
     assert _stat(survivors, "proxy/blame/origin") > 0, "no origin failure was seen as such"
