@@ -19,7 +19,25 @@
   scheduled later without holding a download slot.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from crawler.frontier.delay import delayed
-from crawler.frontier.scheduler import KafkaScheduler
+
+if TYPE_CHECKING:
+    from crawler.frontier.scheduler import KafkaScheduler
 
 __all__ = ["KafkaScheduler", "delayed"]
+
+
+def __getattr__(name: str) -> Any:
+    """``KafkaScheduler`` is imported when it is first asked for, not with the package: the
+    ledger imports this package's crawl-state modules, and the scheduler imports the ledger,
+    so an eager import here made ``import crawler.ledger.balance`` (or the metrics
+    extension, before the frontier) fail with a circular import."""
+    if name == "KafkaScheduler":
+        from crawler.frontier.scheduler import KafkaScheduler
+
+        return KafkaScheduler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
