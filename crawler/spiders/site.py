@@ -61,6 +61,16 @@ class SiteSpider(Spider):
             yield Request(url, callback=self.parse)
 
     def parse(self, response: Response, **kwargs: Any) -> Iterator[Any]:
+        """One item for the page, a request for each link on it.
+
+        ``scrapy check site -a start_urls=URL`` fetches URL, a page with links, and checks
+        what this returns (``@start_url``: crawler.commands.check):
+
+        @start_url
+        @returns items 1 1
+        @returns requests 1
+        @scrapes url status title fetched_at content_hash depth
+        """
         yield {
             "url": response.url,
             "status": response.status,

@@ -118,7 +118,7 @@ def probe(installed: Installed) -> dict[str, object]:
     return data
 
 
-def test_wheel_holds_the_package_and_its_lua_files_but_no_test_server(
+def test_wheel_holds_the_package_its_lua_files_and_templates_but_no_test_server(
     installed: Installed,
 ) -> None:
     assert installed.wheel.name.startswith("scrapy_fleet-"), installed.wheel.name
@@ -132,6 +132,10 @@ def test_wheel_holds_the_package_and_its_lua_files_but_no_test_server(
             "crawler/dedup/lua/slices.lua", "crawler/politeness/lua/reserve.lua"} <= lua, lua
     sources = {p.relative_to(REPO).as_posix() for p in (REPO / "crawler").rglob("*.lua")}
     assert lua == sources, lua ^ sources
+    templates = {n for n in names if n.endswith(".tmpl")}  # scrapy genspider -t fleet
+    assert "crawler/templates/spiders/fleet.tmpl" in templates, templates
+    assert templates == {p.relative_to(REPO).as_posix()
+                         for p in (REPO / "crawler").rglob("*.tmpl")}, templates
     assert not [n for n in names if any(s in n for s in TEST_SERVERS)], names
     assert not [n for n in names if n.startswith("tests/")], names
 
