@@ -1,17 +1,24 @@
 """Serialisation microbenchmark: :func:`crawler.frontier.codec.encode_request` and
 :func:`crawler.frontier.codec.decode_request` of a plain request, one with the meta a crawl
-typically carries, and one with a large meta; microseconds a call and bytes a record."""
+typically carries, one with a large meta, and one with typed values (a version 2 record,
+docs/requests.md); microseconds a call and bytes a record.
+
+    .venv/bin/python -m benchmarks.micro_codec [--quick]     # this section alone, no services
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 import timeit
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from scrapy import Request
 
 from benchmarks.micro_frontier import MicroSpider
-from benchmarks.micro_result import Measurement, Sizes, median_of
+from benchmarks.micro_result import FULL, QUICK, Measurement, Sizes, fmt, median_of
 from crawler.frontier.codec import decode_request, encode_request
 
 CODEC = "Serialisation cost per request"
@@ -39,12 +46,22 @@ def large_meta(size: int = 5_000) -> dict[str, Any]:
     return meta
 
 
+def typed_meta() -> dict[str, Any]:
+    """The typical meta with values JSON cannot hold as they stand, as spiders carry them."""
+    return {**typical_meta(), "seen_at": datetime(2024, 5, 1, 12, 30, tzinfo=UTC),
+            "published": date(2024, 4, 30), "max_age": timedelta(days=7),
+            "price": Decimal("19.99"), "position": (3, 12), "tags": {"sale", "new"},
+            "digest": b"\x8f\x1a\x00\xfe"}
+
+
 def samples(spider: MicroSpider) -> dict[str, Request]:
     return {
         "plain request": Request(URL, callback=spider.parse),
         "typical meta": Request(URL, callback=spider.parse, meta=typical_meta(), priority=-3,
                                 headers={"Referer": "https://www.example.com/articles"}),
         "large meta": Request(URL, callback=spider.parse, meta=large_meta()),
+        "typed meta": Request(URL, callback=spider.parse, meta=typed_meta(), priority=-3,
+                              headers={"Referer": "https://www.example.com/articles"}),
     }
 
 
@@ -67,6 +84,11 @@ def run(sizes: Sizes) -> list[Measurement]:
                 lambda b=record: decode_request(b, spider), sizes.codec_calls, repeats),
                 "us", None, note),
             median_of(CODEC, f"record size, {label}", [float(len(record))], "bytes", None,
-                      "JSON, local meta keys left out"),
+                      f"JSON version {json.loads(record)['v']}, local meta keys left out"),
         ]
     return out
+
+
+if __name__ == "__main__":
+    for m in run(QUICK if "--quick" in sys.argv else FULL):
+        print(f"{m.name:28s} {fmt(m.value):>8s} {m.unit:6s} {m.detail}")

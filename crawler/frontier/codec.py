@@ -1,7 +1,11 @@
 """Versioned JSON encoding of requests and seeds; never pickle.
 
 A frontier record is a JSON object ``{"v": 1, "url": ..., ...}`` built from
-Scrapy's ``Request.to_dict``: bytes travel as base64, callbacks by name.
+Scrapy's ``Request.to_dict``: bytes travel as base64, callbacks by name. When its ``meta``
+or ``cb_kwargs`` hold values JSON cannot (a ``datetime``, a ``tuple``, a ``PageMethod``:
+:mod:`crawler.frontier.metatypes`), they travel tagged in a record ``{"v": 2, "tags":
+[...], ...}``, which a worker of an older version dead-letters instead of misreading; every
+other record stays version 1 (docs/requests.md).
 A seed record is a bare URL or a JSON object ``{"url": ..., "priority": ...,
 "meta": {...}}``; from outside the crawl it may set only what
 :class:`~crawler.frontier.seedrule.SeedRule` allows (:func:`decode_seed`), while a worker's
@@ -19,18 +23,13 @@ from urllib.parse import urlsplit
 from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
 
-from crawler._scrapy import AUTH_PROXY_META
+from crawler.frontier import metatypes, requestfields
+from crawler.frontier.metatypes import is_plain
 from crawler.frontier.seedrule import DEFAULT, TRUSTED, SeedRule
 from crawler.frontier.urls import normal_url
 
-VERSION = 1
-#: meta keys that never leave the process (leases are local to a worker)
-LOCAL_META_KEYS = frozenset(
-    {"crawler_lease", "crawler_not_before", "download_slot", "_slot_proxy", AUTH_PROXY_META,
-     "download_latency", "proxy_pool_start"}
-)
-#: headers that may carry credentials of this worker's proxies: never sent to Kafka
-LOCAL_HEADERS = frozenset({b"proxy-authorization"})
+PLAIN, TYPED = 1, 2  # record versions: meta and cb_kwargs as JSON holds them, or tagged
+VERSIONS = (PLAIN, TYPED)
 _SEED_KEYS = frozenset(
     {"url", "priority", "meta", "callback", "errback", "method", "headers", "body",
      "cookies", "cb_kwargs", "dont_filter", "flags", "encoding"}
@@ -43,6 +42,25 @@ class CodecError(ValueError):
 
 class SeedRefused(CodecError):
     """A seed from outside the crawl sets what the seed rule does not allow."""
+
+
+class UnsupportedValue(CodecError):
+    """A ``meta`` or ``cb_kwargs`` value no record can hold: the message names its key
+    and type, and where it sits inside the key's value."""
+
+    def __init__(self, field: str, problem: metatypes.Unsupported) -> None:
+        super().__init__(problem.where(field))
+        self.field, self.value = field, problem.value
+        top = problem.steps[0] if problem.steps else ("", None)
+        self.key = top[1] if top[0] == "key" else None
+
+
+class NotASpiderMethod(CodecError):
+    """A callback or errback that is not a method of the spider (only a name travels)."""
+
+    def __init__(self, problem: requestfields.NotAMethod) -> None:
+        super().__init__(str(problem))
+        self.role, self.func = problem.role, problem.func
 
 
 def _b64(data: bytes) -> str:
@@ -58,60 +76,64 @@ def _unb64(text: Any, field: str) -> bytes:
         raise CodecError(f"field {field!r} is not valid base64: {exc}") from None
 
 
-_UNKNOWN = object()
-
-
-def _method_name(spider: Spider | None, func: Any) -> Any:
-    """What ``Request.to_dict`` stores for the callback or errback *func*: *func* itself
-    if it is not callable; if it is the spider's method of the same name, that name;
-    otherwise :data:`_UNKNOWN` (``to_dict`` searches every member of the spider, a
-    dozen microseconds a request, and raises if none is *func*)."""
-    if not callable(func):
-        return func
-    name = getattr(func, "__name__", None)
-    own = getattr(func, "__func__", None)
-    if spider is None or own is None or not isinstance(name, str):
-        return _UNKNOWN
-    found = getattr(spider, name, None)
-    return name if getattr(found, "__func__", None) is own else _UNKNOWN
-
-
-def _to_dict(request: Request, spider: Spider | None) -> dict[str, Any]:
-    """``request.to_dict(spider=spider)``, without its search of the spider's members when
-    the callback and errback are spider methods found by their names."""
-    callback = _method_name(spider, request.callback)
-    errback = _method_name(spider, request.errback)
-    if callback is _UNKNOWN or errback is _UNKNOWN:
-        return request.to_dict(spider=spider)
-    data: dict[str, Any] = {"url": request.url, "callback": callback, "errback": errback,
-                            "headers": dict(request.headers)}
-    for attr in request.attributes:
-        data.setdefault(attr, getattr(request, attr))
-    if type(request) is not Request:
-        data["_class"] = f"{type(request).__module__}.{type(request).__name__}"
-    return data
-
-
 def encode_request(request: Request, spider: Spider | None = None) -> bytes:
-    """*request* as a versioned JSON record; :class:`CodecError` if it cannot be."""
+    """*request* as a versioned JSON record; :class:`CodecError` if it cannot be
+    (:class:`UnsupportedValue`, :class:`NotASpiderMethod` say why)."""
     try:
-        data = _to_dict(request, spider)
-    except ValueError as exc:  # a callback that is not a spider method
-        raise CodecError(str(exc)) from None
-    data["meta"] = {k: v for k, v in data["meta"].items() if k not in LOCAL_META_KEYS}
-    if data["meta"].get("proxy_pool_id") is not None:  # the pool's pick, maybe with credentials
-        data["meta"].pop("proxy", None)
+        data = requestfields.to_dict(request, spider)
+    except ValueError as exc:  # a callback or errback that is not a spider method
+        problem = requestfields.not_a_method(request, spider)
+        raise (CodecError(str(exc)) if problem is None else NotASpiderMethod(problem)) from None
+    meta, cb_kwargs = requestfields.travelling_meta(data["meta"]), data["cb_kwargs"]
     data["body"] = _b64(data["body"])
     data["headers"] = {
         _b64(bytes(name)): [_b64(bytes(v)) for v in values]
         for name, values in data["headers"].items()
-        if bytes(name).lower() not in LOCAL_HEADERS
+        if bytes(name).lower() not in requestfields.LOCAL_HEADERS
     }
-    data["v"] = VERSION
-    try:
-        return json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
-    except (TypeError, ValueError) as exc:
+    data["meta"], data["v"] = meta, PLAIN
+    try:  # the common case, fast: JSON holds meta and cb_kwargs as they stand
+        plain = is_plain(meta) and is_plain(cb_kwargs)
+    except RecursionError:
+        plain = False
+    if not plain:
+        _tag(data, meta, cb_kwargs)
+    try:  # no cycle: _plain and _tag would have found it (cookies: RecursionError)
+        return json.dumps(data, separators=(",", ":"), allow_nan=False,
+                          check_circular=False).encode()
+    except (TypeError, ValueError, RecursionError) as exc:
+        if data["v"] == PLAIN:  # a float that is not finite, a value that holds itself
+            _tag(data, meta, cb_kwargs)  # raises UnsupportedValue naming it
         raise CodecError(f"request {request.url} is not JSON-serialisable: {exc}") from None
+
+
+def _tag(data: dict[str, Any], meta: dict[str, Any], cb_kwargs: dict[str, Any]) -> None:
+    """Put *meta* and *cb_kwargs* with their typed values tagged in *data*: a version 2
+    record listing the tags it uses, or version 1 if it needs none."""
+    used: set[str] = set()
+    for field, value in (("meta", meta), ("cb_kwargs", cb_kwargs)):
+        try:
+            data[field] = metatypes.encode(value, used)
+        except metatypes.Unsupported as exc:
+            raise UnsupportedValue(field, exc) from None
+        except RecursionError:
+            raise UnsupportedValue(field, _too_deep(value)) from None
+    if used:
+        data["v"], data["tags"] = TYPED, sorted(used)
+
+
+def _too_deep(mapping: dict[Any, Any]) -> metatypes.Unsupported:
+    """The key of *mapping* whose value is nested too deeply or holds itself."""
+    problem = metatypes.Unsupported(None, "a value nested too deeply, or that holds itself",
+                                    "a few hundred levels at most can")
+    for key, value in mapping.items():
+        try:
+            metatypes.encode(value, set())
+        except RecursionError:
+            return problem.inside("key", key)
+        except metatypes.Unsupported:
+            continue
+    return problem
 
 
 def _load_json(record: bytes) -> Any:
@@ -132,22 +154,34 @@ def _request_class(path: Any) -> type[Request]:
     return cls
 
 
+def _version(data: dict[str, Any]) -> int | None:
+    version = data.get("v")
+    return version if type(version) is int and version in VERSIONS else None
+
+
 def decode_request(record: bytes, spider: Spider | None = None) -> Request:
     """The request in a frontier *record*; :class:`CodecError` says what is wrong."""
     data = _load_json(record)
     if not isinstance(data, dict):
         raise CodecError("a request record must be a JSON object")
-    if data.get("v") != VERSION:
-        raise CodecError(f"unsupported record version {data.get('v')!r} (expected {VERSION})")
-    return _build(data, spider, encoded=True)
+    version = _version(data)
+    if version is None:
+        raise CodecError(f"unsupported record version {data.get('v')!r} "
+                         f"(this worker reads {' and '.join(map(str, VERSIONS))})")
+    return _build(data, spider, version)
 
 
-def _build(data: dict[str, Any], spider: Spider | None, *, encoded: bool) -> Request:
+def _build(data: dict[str, Any], spider: Spider | None, version: int | None) -> Request:
+    """The request of a record's *data*: of a record *version* (base64 bytes; tagged
+    values if :data:`TYPED`), or of a seed's own JSON if None."""
     fields = dict(data)
     fields.pop("v", None)
+    tags = fields.pop("tags", None)
     fields["url"] = check_url(fields.get("url"))
-    if encoded:
+    if version is not None:
         _decode_bytes(fields)
+    if version == TYPED:
+        _decode_typed(fields, tags)
     if "_class" in fields:
         cls = _request_class(fields["_class"])
         fields["_class"] = f"{cls.__module__}.{cls.__qualname__}"
@@ -157,6 +191,23 @@ def _build(data: dict[str, Any], spider: Spider | None, *, encoded: bool) -> Req
         return request_from_dict(fields, spider=spider)
     except (TypeError, ValueError, AttributeError) as exc:
         raise CodecError(f"cannot build a request: {exc}") from None
+
+
+def _decode_typed(fields: dict[str, Any], tags: Any) -> None:
+    if type(tags) is not list or not all(type(tag) is str for tag in tags):
+        raise CodecError("field 'tags' must list the type tags of the record")
+    unknown = sorted(set(tags) - metatypes.TAGS)
+    if unknown:
+        raise CodecError(f"the record holds types this worker does not know: "
+                         f"{', '.join(repr(t[:40]) for t in unknown[:5])}")
+    for field in ("meta", "cb_kwargs"):
+        if field in fields:
+            try:
+                fields[field] = metatypes.decode(fields[field])
+            except metatypes.Undecodable as exc:
+                raise CodecError(f"field {field!r}: {exc}") from None
+            except RecursionError:
+                raise CodecError(f"field {field!r} is nested too deeply") from None
 
 
 def _decode_bytes(fields: dict[str, Any]) -> None:
@@ -216,7 +267,8 @@ def decode_seed(record: bytes, spider: Spider | None = None, *,
     if not isinstance(data, dict):
         raise CodecError("a seed must be a URL or a JSON object")
     data["url"] = seed_url(data.get("url"))
-    unknown = set(data) - _SEED_KEYS - {"v"}
+    version = _version(data)
+    unknown = set(data) - _SEED_KEYS - {"v"} - ({"tags"} if version == TYPED else set())
     if unknown:
         raise CodecError(f"unknown seed fields: {', '.join(sorted(unknown))}")
     if not isinstance(data.get("priority", 0), int) or isinstance(data.get("priority"), bool):
@@ -224,7 +276,7 @@ def decode_seed(record: bytes, spider: Spider | None = None, *,
     refusal = rule.refusal(data)
     if refusal is not None:
         raise SeedRefused(refusal)
-    return _build(data, spider, encoded=data.get("v") == VERSION)
+    return _build(data, spider, version)
 
 
 def decode_trusted_seed(record: bytes, spider: Spider | None = None) -> Request:
@@ -232,7 +284,7 @@ def decode_trusted_seed(record: bytes, spider: Spider | None = None) -> Request:
     record, every field and meta key as the worker encoded it (a Request subclass too)."""
     if record.lstrip().startswith(b"{"):
         data = _load_json(record)
-        if isinstance(data, dict) and data.get("v") == VERSION:
+        if isinstance(data, dict) and (version := _version(data)) is not None:
             data["url"] = seed_url(data.get("url"))
-            return _build(data, spider, encoded=True)
+            return _build(data, spider, version)
     return decode_seed(record, spider, rule=TRUSTED)

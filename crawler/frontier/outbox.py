@@ -205,7 +205,8 @@ class Outbox:
             value = self.encode(request)
         except CodecError as exc:
             self._unsendable(request, "frontier/unencodable", str(exc),
-                             f"cannot encode request: {exc}")
+                             f"cannot encode request: {exc}",
+                             unsendable.unencodable(request, exc, self.spider_name))
             return None
         problem = unsendable.too_large(value)
         if problem is not None:
@@ -213,11 +214,12 @@ class Outbox:
             return None
         return value
 
-    def _unsendable(self, request: Request, stat: str, problem: str, reason: str) -> None:
-        """Count *stat*, log where *request* came from and why it can never be sent, and
-        dead-letter its URL with *reason*."""
+    def _unsendable(self, request: Request, stat: str, problem: str, reason: str,
+                    line: str | None = None) -> None:
+        """Count *stat*, log where *request* came from and why it can never be sent (*line*,
+        or one built from *problem*), and dead-letter its URL with *reason*."""
         self.stats.inc_value(stat)
-        logger.error("%s", unsendable.describe(request, problem, self.spider_name))
+        logger.error("%s", line or unsendable.describe(request, problem, self.spider_name))
         self.dead_letter(reason, request.url.encode(), {"url": request.url}, logged=True)
 
     def _produce(self, pending: _Pending) -> None:

@@ -28,6 +28,12 @@ SEEDS = (
     b'{"ts":1.5,"info":{"pages":3}}', b'{"at":1.0,"closed":2.0,"reason":"finished"}',
     b'{"ts":1.0,"ttl":30,"alert":"x","worker":"w"}',
     b'{"success":0.9,"latency":0.2,"state":"alive","until":0,"deaths":0,"streak":1}', b"12",
+    b'{"v":2,"url":"http://a.test/t","tags":["datetime","tuple","dict"],"meta":{"w":'
+    b'{"$t":"datetime","v":"2024-05-01T12:00:00.5+02:00"},"k":{"$t":"dict","v":[[{"$t":'
+    b'"tuple","v":[1,"a"]},{"$t":"set","v":[1]}]]}},"cb_kwargs":{"d":{"$t":"Decimal","v":'
+    b'"1.5E+3"}}}',
+    b'{"$t":"PageMethod","v":["click",[{"$t":"bytes","v":"AP8="}],{"timeout":{"$t":'
+    b'"timedelta","v":[0,5,0]}}]}',
 )
 
 

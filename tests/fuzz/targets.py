@@ -39,6 +39,13 @@ def _seed_file(data: bytes) -> object:
     return None
 
 
+def _typed_value(data: bytes) -> object:
+    """*data* as the value of a meta key in a version 2 record: the tagged values' decoder
+    (crawler.frontier.metatypes) gets the bytes a mutation made, past the record's checks."""
+    return codec.decode_request(b'{"v":2,"url":"http://a.test/","tags":[],"meta":{"x":'
+                                + data + b'},"cb_kwargs":{"y":' + data + b"}}")
+
+
 def _health_record(data: bytes) -> object:
     proxyview.proxy_faults({b"p": data})
     clusterview.proxy_counts(1, {b"p": data})
@@ -47,6 +54,7 @@ def _health_record(data: bytes) -> object:
 
 TARGETS = (
     Target("request record", lambda d: codec.decode_request(d), (codec.CodecError,)),
+    Target("typed meta value", _typed_value, (codec.CodecError,)),
     Target("seed record", lambda d: codec.decode_seed(d), (codec.CodecError,)),
     Target("seed line", lambda d: seedfiles.seed_of(_text(d).strip()), (codec.CodecError,)),
     Target("seed file", _seed_file),

@@ -1,7 +1,9 @@
-"""A spider whose start page also yields one request no broker will take (2 MB of meta)."""
+"""A spider whose start page also yields one request no broker will take (2 MB of meta) and
+one no record can hold (a meta value of a type that cannot travel: a threading.Event)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from scrapy import Request, Spider
@@ -24,5 +26,6 @@ class PoisonSpider(Spider):
         yield {"url": response.url}
         if response.url == f"{self.base}/":
             yield Request(f"{self.base}/too-big", meta={"blob": "x" * BIG_META_BYTES})
+            yield Request(f"{self.base}/unencodable", meta={"depth": 1, "done": threading.Event()})
         for href in response.css("a::attr(href)").getall():
             yield Request(response.urljoin(href).split("#")[0])

@@ -4,6 +4,7 @@ import pytest
 from scrapy import FormRequest, Request, Spider
 
 from crawler.frontier.codec import CodecError, decode_request, decode_seed, encode_request
+from crawler.frontier.requestfields import to_dict
 
 
 class CodecSpider(Spider):
@@ -53,7 +54,7 @@ def test_request_subclass_survives(spider):
 
 
 def test_unserialisable_meta_is_a_codec_error(spider):
-    with pytest.raises(CodecError, match="not JSON-serialisable"):
+    with pytest.raises(CodecError, match="meta key 'obj' holds an object, which cannot travel"):
         encode_request(Request("http://a.test/", meta={"obj": object()}), spider)
 
 
@@ -69,21 +70,17 @@ class AliasSpider(CodecSpider):
     lambda sp: FormRequest("https://a.test/", formdata={"q": "1"}, callback=sp.parse_page),
 ])
 def test_fast_dict_is_scrapys_to_dict(make):
-    from crawler.frontier.codec import _to_dict
-
     spider = CodecSpider()
     request = make(spider)
-    assert _to_dict(request, spider) == request.to_dict(spider=spider)
+    assert to_dict(request, spider) == request.to_dict(spider=spider)
 
 
 def test_callback_found_under_another_name_or_of_another_spider():
-    from crawler.frontier.codec import _to_dict
-
     spider, other = AliasSpider(), AliasSpider()
     for request in (Request("https://a.test/", callback=spider.other),  # an alias
                     Request("https://a.test/", callback=other.parse_page)):  # another instance
         # the name may differ from the one Scrapy's search finds; both name the same function
-        mine, scrapys = _to_dict(request, spider), request.to_dict(spider=spider)
+        mine, scrapys = to_dict(request, spider), request.to_dict(spider=spider)
         assert getattr(spider, mine["callback"]).__func__ is request.callback.__func__
         assert getattr(spider, scrapys["callback"]).__func__ is request.callback.__func__
         assert {**mine, "callback": None} == {**scrapys, "callback": None}
@@ -101,6 +98,7 @@ def test_callback_that_is_not_a_spider_method(spider):
     (b"[1, 2]", "JSON object"),
     (b'{"url": "http://a.test/"}', "version"),
     (b'{"v": 99, "url": "http://a.test/"}', "version"),
+    (b'{"v": true, "url": "http://a.test/"}', "version"),
     (b'{"v": 1}', "missing 'url'"),
     (b'{"v": 1, "url": "ftp://a.test/"}', "http"),
     (b'{"v": 1, "url": "http://a.test/", "callback": "nope"}', "nope"),
