@@ -47,7 +47,7 @@ class Frontier(Protocol):
     accounting: Accounting
 
     def unacked_work(self) -> int: ...
-    def send_op(self, topic: str, request: Request) -> None: ...
+    def send_op(self, topic: str, request: Request) -> bool: ...
 
 
 class WorkerLifecycle:
@@ -131,8 +131,8 @@ class WorkerLifecycle:
             self.stats.inc_value("frontier/lease_expired")
             # dont_filter: the consumer must not take the new copy for a raced one
             copy = lease.request.replace(dont_filter=True)
-            f.send_op(self.config.topic_for(copy), copy)
-            lease.outcome = outcomes.REQUEUED
+            sent = f.send_op(self.config.topic_for(copy), copy)
+            lease.outcome = outcomes.REQUEUED if sent else outcomes.DEAD  # dead-lettered
             f.leases.finish(lease)
 
     # -- control and close -------------------------------------------------

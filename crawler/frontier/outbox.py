@@ -104,7 +104,7 @@ class Outbox:
                          or (after is None and fingerprint in self.local)):
             self._local_hits += 1
             return False
-        value = self._encoded(request)
+        value = self.encoded(request)
         if value is None:
             return False
         self._in_progress.add(fingerprint)
@@ -198,9 +198,10 @@ class Outbox:
                  if fps else [])
         return {id(p) for p, s in zip(checked + timed, seen + fresh, strict=True) if s}
 
-    def _encoded(self, request: Request) -> bytes | None:
-        """*request* encoded as the spider yields it; None for one that can never travel,
-        which is reported (naming the spider and callback) and dead-lettered here."""
+    def encoded(self, request: Request) -> bytes | None:
+        """*request* encoded; None for one that can never travel, which is reported (naming
+        the spider and callback) and dead-lettered here: a follow-up request as the spider
+        yields it, a start request, a re-queued one."""
         try:
             value = self.encode(request)
         except CodecError as exc:

@@ -101,14 +101,18 @@ class Records:
         self.leases.finish(lease)
 
     def _publish_seed(self, request: Request) -> bool:
-        self.send_op(self.config.seeds_topic, request.replace(dont_filter=False))
+        if not self.send_op(self.config.seeds_topic, request.replace(dont_filter=False)):
+            return False
         self.stats.inc_value("frontier/seeds_published")
         return True
 
-    def send_op(self, topic: str, request: Request) -> None:
+    def send_op(self, topic: str, request: Request) -> bool:
         """Produce *request* unfiltered, as an operation leases wait for (signed if it is
-        a seed: the workers take it with every field)."""
-        value = self._encode(request)
+        a seed: the workers take it with every field); False if it can never travel, which
+        the outbox has reported and dead-lettered (:meth:`Outbox.encoded`)."""
+        value = self.outbox.encoded(request)
+        if value is None:
+            return False
         headers = self.signer.headers(value) if topic == self.config.seeds_topic else None
         op = self.barrier.begin()
 
@@ -121,6 +125,7 @@ class Records:
 
         self.sender.send(topic, self.config.partition_key(request), value, sent,
                          rejected=refused, headers=headers)
+        return True
 
     def _encode(self, request: Request) -> bytes:
         return codec.encode_request(request, self.spider)
