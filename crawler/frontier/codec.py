@@ -187,6 +187,10 @@ def _build(data: dict[str, Any], spider: Spider | None, version: int | None) -> 
         fields["_class"] = f"{cls.__module__}.{cls.__qualname__}"
     if not isinstance(fields.get("meta", {}), dict):
         raise CodecError("field 'meta' must be an object")
+    if spider is None:  # scrapy seed checks a seed with no spider: its worker finds the names
+        for name in ("callback", "errback"):
+            if isinstance(fields.get(name), str):
+                fields.pop(name)
     try:
         return request_from_dict(fields, spider=spider)
     except (TypeError, ValueError, AttributeError) as exc:

@@ -99,3 +99,28 @@ def test_a_seed_s_depth_limit_bounds_the_links_below_it() -> None:
     assert child(5, {}) is not None  # without one, DEPTH_LIMIT alone
     assert child(10, {}) is None
     assert crawler.stats.get_value("depth/request_ignored_count") == 2  # type: ignore[union-attr]
+
+
+def test_a_json_seed_naming_a_callback_is_published_when_the_rule_allows_it() -> None:
+    """scrapy seed has no spider: the callback's name is checked by the rule, resolved by the
+    worker that takes the seed (before, building the request raised "callback must be a
+    callable, got str" whatever SEED_REQUEST_FIELDS allowed)."""
+    from scrapy import Spider
+
+    from crawler.frontier.seedrule import SeedRule
+
+    class Shop(Spider):
+        name = "shop"
+
+        def parse_item(self, response: object) -> None: ...
+
+    rule = SeedRule(request_fields=frozenset({"callback"}))
+    text = '{"url": "https://a.test/x", "callback": "parse_item"}'
+    seed = seedfiles.seed_of(text, rule)
+    assert json.loads(seed.value)["callback"] == "parse_item"
+    taken = codec.decode_seed(seed.value, Shop(), rule=rule)  # as the worker takes it
+    assert taken.callback is not None and taken.callback.__name__ == "parse_item"
+    with pytest.raises(codec.SeedRefused):  # the default rule still refuses it
+        seedfiles.seed_of(text)
+    with pytest.raises(codec.SeedRefused):
+        seedfiles.seed_of('{"url": "https://a.test/x", "callback": "_private"}', rule)
