@@ -4,7 +4,9 @@ With none of ``KAFKA_BOOTSTRAP_SERVERS``, ``REDIS_URL`` and ``MONGO_URI`` set
 (in the settings or the environment) a crawl runs on one node: Scrapy's own
 scheduler, a pybloom-live dupefilter and items in a JSON Lines file. With all
 three it switches on the Kafka frontier, the Redis Bloom dupefilter and the
-MongoDB pipeline. Anything in between is a configuration error.
+MongoDB pipeline. Anything in between is a configuration error. In either mode
+``BROWSER_ENABLED`` renders requests with ``meta["playwright"]`` in Chromium
+(:mod:`crawler.browser`).
 
 Before either, it registers every default of :mod:`crawler.config.defaults` at
 priority ``"default"`` (:meth:`DistributedAddon.register_defaults`), so that
@@ -17,6 +19,7 @@ import logging
 
 from scrapy.settings import BaseSettings
 
+from crawler import browser
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.security import limits
@@ -78,6 +81,7 @@ class DistributedAddon:
         extensions = settings.getdict("EXTENSIONS")  # a failed download in one line
         extensions.setdefault("crawler.extensions.downloadlog.DownloadErrorLog", 100)
         settings.set("EXTENSIONS", extensions, PRIORITY)
+        browser.apply(settings, PRIORITY)  # BROWSER_ENABLED: scrapy-playwright, both modes
         if distributed(settings):
             self._distributed(settings)
         else:

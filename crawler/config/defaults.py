@@ -173,3 +173,8 @@ RECRAWL_AFTER = 0.0  # seconds after which a URL seen before is fetched again; 0
 
 # --- logs ---
 DOWNLOAD_ERROR_TRACEBACKS = False  # True: a timeout, reset or size cut logs its traceback
+
+# --- browser rendering (docs/browser.md; needs the browser extra) ---
+BROWSER_ENABLED = False  # True: requests with meta["playwright"] are rendered in Chromium
+BROWSER_EXECUTABLE = "chromium"  # Chromium's path, or a name looked up on PATH
+BROWSER_CONCURRENCY = 4  # pages open at once in one worker, every browser context together
