@@ -50,10 +50,14 @@ class Plan:
     warmup: float = 180.0  # longer than one kill period: the first rebalance is in it
     sample_every: float = 2.0
     stop_killing_at: float = 0.9
+    # a share of the pages stored since the last kill before the next one: kills closer than
+    # the group's failover (6 s session timeout, then the rejoin) would keep it rebalancing
+    kill_after_progress: float = 0.0
     timeout: float = 4 * 3600.0
     max_rss_growth: float = 0.10
     fd_slack: int = 4  # a connection opened or closed between the two fifths
     origin_limit: int = 32  # CONCURRENT_REQUESTS of the project settings: the HTTP pool's bound
+    service_limit: int = 32  # Redis, broker, mongod: a short run's worker held 14 at most
 
 
 @dataclass
@@ -81,7 +85,8 @@ class Outcome:
         if any(v != 0 for v in unbalanced.values()):
             found.append(f"crawl ledger: {unbalanced}")
         return found + report.failures(self.growths, self.plan.max_rss_growth,
-                                       self.plan.fd_slack, self.plan.origin_limit)
+                                       self.plan.fd_slack, self.plan.origin_limit,
+                                       self.plan.service_limit)
 
 
 class Soak:
@@ -137,16 +142,16 @@ class Soak:
         plan, col = self.plan, _collection(self.env["MONGO_URI"], self.crawl_id)
         for index in range(plan.workers):
             self.start(index, 0)
-        next_kill, victim = plan.kill_every, 1
+        next_kill, victim, killed_at = plan.kill_every, 1, 0
         try:
             while self.slots:
                 stored = col.estimated_document_count()
                 self.sample(stored)
-                if self.now() >= next_kill and stored < plan.stop_killing_at * plan.pages:
+                if self.now() >= next_kill and self._may_kill(stored, killed_at):
                     if victim in self.slots:
                         self.kill(victim)
                     victim = victim % (plan.workers - 1) + 1
-                    next_kill += plan.kill_every
+                    next_kill, killed_at = self.now() + plan.kill_every, stored
                 if self.now() > plan.timeout:
                     raise TimeoutError(f"workers still running after {plan.timeout:.0f}s")
                 time.sleep(plan.sample_every)
@@ -155,6 +160,13 @@ class Soak:
                 self.end(index, killed=True)
             col.database.client.close()
         return self.finish()
+
+    def _may_kill(self, stored: int, killed_at: int) -> bool:
+        """Whether a kill is due by progress: below ``stop_killing_at`` of the pages, and
+        ``kill_after_progress`` of them stored since the last kill (at *killed_at*)."""
+        plan = self.plan
+        return (stored < plan.stop_killing_at * plan.pages
+                and stored - killed_at >= plan.kill_after_progress * plan.pages)
 
     def finish(self) -> Outcome:
         out = self.outcome
@@ -171,9 +183,9 @@ def _collection(mongo_uri: str, crawl_id: str) -> Any:
     return MongoClient(mongo_uri, serverSelectionTimeoutMS=5000)["crawler"][crawl_id]
 
 
-def _probe(pid: int, origin_port: int) -> tuple[int, int, int] | None:
-    """(VmRSS in KiB, open descriptors, TCP connections to *origin_port*) of *pid*; None
-    once it has gone."""
+def _probe(pid: int, origin_port: int) -> tuple[int, int, int, int] | None:
+    """(VmRSS in KiB, open descriptors, TCP connections to *origin_port*, other TCP
+    connections) of *pid*; None once it has gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
             rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
@@ -181,23 +193,25 @@ def _probe(pid: int, origin_port: int) -> tuple[int, int, int] | None:
         for fd in os.listdir(f"/proc/{pid}/fd"):
             with contextlib.suppress(OSError):  # closed meanwhile
                 targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        origin = _sockets_to(pid, origin_port)
+        remote = _remote_ports(pid)
     except (OSError, StopIteration):
         return None
     sockets = [t.removeprefix("socket:[").rstrip("]") for t in targets if t.startswith("socket:")]
-    return rss, len(targets), sum(inode in origin for inode in sockets)
+    ports = [remote[inode] for inode in sockets if remote.get(inode)]  # 0: listening
+    origin = sum(port == origin_port for port in ports)
+    return rss, len(targets), origin, len(ports) - origin
 
 
-def _sockets_to(pid: int, port: int) -> set[str]:
-    """The inodes of the TCP sockets in *pid*'s network namespace whose remote port is
-    *port* (``/proc/<pid>/net/tcp``: ``rem_address`` is the third field, the inode the tenth)."""
-    found = set()
+def _remote_ports(pid: int) -> dict[str, int]:
+    """The remote port of each TCP socket in *pid*'s network namespace, by inode (0 for a
+    listening one): ``/proc/<pid>/net/tcp``'s ``rem_address`` is the third field, the inode
+    the tenth."""
+    found = {}
     for table in ("tcp", "tcp6"):
         with contextlib.suppress(FileNotFoundError), open(f"/proc/{pid}/net/{table}") as f:
             for line in f.readlines()[1:]:
                 fields = line.split()
-                if int(fields[2].rsplit(":", 1)[1], 16) == port:
-                    found.add(fields[9])
+                found[fields[9]] = int(fields[2].rsplit(":", 1)[1], 16)
     return found
 
 
@@ -221,8 +235,9 @@ def write(out: Outcome, directory: Path) -> list[str]:
              f"- ledger: pending {out.ledger.get('pending')}, unaccounted "
              f"{out.ledger.get('unaccounted')}, overcounted {out.ledger.get('overcounted')}",
              f"- bounds after a {p.warmup:.0f} s warm-up: RSS growth < {p.max_rss_growth:.0%}, "
-             f"open files other than the origin's connections + {p.fd_slack} at most, "
-             f"{p.origin_limit} connections to the origin at most", "",
+             f"open files other than TCP connections + {p.fd_slack} at most, "
+             f"{p.origin_limit} connections to the origin and {p.service_limit} to the "
+             f"services at most", "",
              *report.table(out.growths), ""]
     problems = out.problems()
     lines += [f"**FAILED**: {x}" for x in problems] or ["All checks held."]

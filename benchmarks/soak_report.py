@@ -8,10 +8,14 @@ file descriptors) of its last fifth with those of its first fifth. RSS of a Pyth
 hardly ever falls, so a leak shows as a last fifth above the first; a page in flight or a
 buffer that comes and goes shows in both.
 
-The connections to the origin are counted apart from the other descriptors: a worker keeps as
-many as its share of the host's concurrency, which grows when a peer is killed and its share
-is handed on, so they are bounded (``origin_limit``) rather than held flat. Every other
-descriptor (the services' connections, files, pipes, the reactor's own) must stay flat.
+The TCP connections are counted apart from the other descriptors: to the origin, a worker
+keeps as many as its share of the host's concurrency, which grows when a peer is killed and
+its share is handed on, so they are bounded (``origin_limit``) rather than held flat. Its
+connection pools to the services (Redis above all: one connection per command in flight)
+grow with that share in the same way, so they are bounded too (``service_limit``): a short
+run's restarted worker, judged 20 s after its start, saw its Redis pool go from 5 to 8
+connections when a peer's partitions came to it. Every other descriptor (files, pipes,
+listening and Unix sockets, the reactor's own) must stay flat.
 """
 
 from __future__ import annotations
@@ -32,11 +36,12 @@ class Sample:
     rss_kib: int
     fds: int  # every open descriptor
     origin: int  # of which TCP connections to the crawled site
+    services: int  # and TCP connections to anything else (Redis, the broker, mongod)
     stored: int  # pages in MongoDB at that moment
 
     @property
     def others(self) -> int:
-        return self.fds - self.origin
+        return self.fds - self.origin - self.services
 
 
 @dataclass(frozen=True)
@@ -62,9 +67,10 @@ class Growth:
     rss_first_kib: int = 0
     rss_last_kib: int = 0
     rss_peak_kib: int = 0
-    fds_first: int = 0  # descriptors other than the origin's connections
+    fds_first: int = 0  # descriptors other than TCP connections
     fds_last: int = 0
     origin_peak: int = 0
+    services_peak: int = 0
 
     @property
     def rss_growth(self) -> float:
@@ -82,7 +88,8 @@ def growth(life: Life, samples: Iterable[Sample], warmup: float, crawl_end: floa
     base = Growth(life.index, life.generation, life.pid, life.ended - life.started, life.killed,
                   judged=len(late) >= MIN_SAMPLES,
                   rss_peak_kib=max((s.rss_kib for s in own), default=0),
-                  origin_peak=max((s.origin for s in own), default=0))
+                  origin_peak=max((s.origin for s in own), default=0),
+                  services_peak=max((s.services for s in own), default=0))
     if not base.judged:
         return base
     part = len(late) // FIFTHS
@@ -99,29 +106,31 @@ def crawl_end(samples: Sequence[Sample]) -> float:
 
 
 def failures(growths: Sequence[Growth], max_rss_growth: float, fd_slack: int,
-             origin_limit: int) -> list[str]:
+             origin_limit: int, service_limit: int) -> list[str]:
     """One line for each life over a bound; empty when every one holds."""
     found = []
     for g in growths:
-        if g.origin_peak > origin_limit:
-            found.append(f"worker {g.index} gen {g.generation}: {g.origin_peak} connections "
-                         f"to the origin at once, more than {origin_limit}")
+        for peak, limit, what in ((g.origin_peak, origin_limit, "the origin"),
+                                  (g.services_peak, service_limit, "the services")):
+            if peak > limit:
+                found.append(f"worker {g.index} gen {g.generation}: {peak} connections "
+                             f"to {what} at once, more than {limit}")
         if not g.judged:
             continue
         if g.rss_growth >= max_rss_growth:
             found.append(f"worker {g.index} gen {g.generation}: RSS grew {g.rss_growth:.1%} "
                          f"({g.rss_first_kib} -> {g.rss_last_kib} KiB) after warm-up")
         if g.fds_growth > fd_slack:
-            found.append(f"worker {g.index} gen {g.generation}: open files other than the "
-                         f"origin's connections grew {g.fds_first} -> {g.fds_last}")
+            found.append(f"worker {g.index} gen {g.generation}: open files other than TCP "
+                         f"connections grew {g.fds_first} -> {g.fds_last}")
     return found
 
 
 def table(growths: Sequence[Growth]) -> list[str]:
     """A Markdown table of every life."""
     rows = ["| worker | gen | lived s | ended by | RSS first/last fifth MiB | growth | "
-            "peak MiB | other fds first/last | origin conns peak |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "peak MiB | other fds first/last | origin conns peak | service conns peak |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for g in growths:
         ended = "kill -9" if g.killed else "itself"
         if g.judged:
@@ -130,7 +139,8 @@ def table(growths: Sequence[Growth]) -> list[str]:
         else:
             rss, change, fds = "too short", "", ""
         rows.append(f"| {g.index} | {g.generation} | {g.lived:.0f} | {ended} | {rss} | "
-                    f"{change} | {g.rss_peak_kib / 1024:.0f} | {fds} | {g.origin_peak} |")
+                    f"{change} | {g.rss_peak_kib / 1024:.0f} | {fds} | {g.origin_peak} | "
+                    f"{g.services_peak} |")
     return rows
 
 
