@@ -22,6 +22,7 @@ from scrapy.crawler import Crawler
 
 from crawler import _scrapy
 from crawler.connections.tasks import Tasks
+from crawler.frontier import requestfields
 from crawler.frontier.accounting import Accounting
 from crawler.frontier.buffer import RequestBuffer
 from crawler.frontier.completion import REDIS_ERROR, Completion, Heartbeats, Ledger, LocalState
@@ -129,8 +130,7 @@ class WorkerLifecycle:
             logger.warning("Lease on %s expired after %.0fs: re-queued",
                            lease.request.url, timeout)
             self.stats.inc_value("frontier/lease_expired")
-            # dont_filter: the consumer must not take the new copy for a raced one
-            copy = lease.request.replace(dont_filter=True)
+            copy = requestfields.requeued(lease.request)
             sent = f.send_op(self.config.topic_for(copy), copy)
             lease.outcome = outcomes.REQUEUED if sent else outcomes.DEAD  # dead-lettered
             f.leases.finish(lease)

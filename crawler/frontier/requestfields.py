@@ -23,6 +23,10 @@ LOCAL_META_KEYS = frozenset(
 )
 #: headers that may carry credentials of this worker's proxies: never sent to Kafka
 LOCAL_HEADERS = frozenset({b"proxy-authorization"})
+#: meta keys holding what one download of a request opened in this process: scrapy-playwright's
+#: page (``playwright_include_page``). A spider that passes one on gets the codec's error
+#: line; a copy the frontier makes of a request in flight (:func:`requeued`) leaves it behind
+ATTEMPT_META_KEYS = frozenset({"playwright_page"})
 #: the proxy pool's meta keys: the id of its pick, the spider's own download slot it keeps
 #: aside, and the prefix of the download slots it sets
 POOL_ID, POOL_OWN_SLOT, POOL_SLOT = "proxy_pool_id", "proxy_pool_own_slot", "proxy:"
@@ -104,3 +108,13 @@ def travelling_meta(meta: dict[str, Any]) -> dict[str, Any]:
     if out.get(POOL_ID) is not None:  # the pool's pick, maybe with credentials
         out.pop("proxy", None)
     return out
+
+
+def requeued(request: Request) -> Request:
+    """The copy of *request*, in flight for too long, that the frontier produces again:
+    unfiltered (the consumer must not take it for a raced copy), without what its download
+    opened here (:data:`ATTEMPT_META_KEYS`: the copy gets a page of its own)."""
+    copy = request.replace(dont_filter=True)
+    for key in ATTEMPT_META_KEYS:
+        copy.meta.pop(key, None)
+    return copy

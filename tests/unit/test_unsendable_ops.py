@@ -61,3 +61,28 @@ def test_a_stuck_lease_that_cannot_travel_any_more_is_dead_lettered_and_acknowle
         assert any("meta key 'handle'" in r.getMessage() for r in caplog.records)
 
     asyncio.run(scenario())
+
+
+def test_a_stuck_lease_holding_a_browser_page_is_requeued_without_it(
+        make_worker: MakeWorker) -> None:
+    """The page scrapy-playwright opened for this download stays here (it is closed when the
+    request leaves the engine); the copy gets a page of its own on whichever worker."""
+    async def scenario() -> None:
+        w = make_worker(KAFKA_LEASE_TIMEOUT=1)
+        put(w.log, "https://a.test/")
+        w.consumer.poll()
+        [request] = w.take()
+        request.meta.update(playwright=True, playwright_page=threading.Event())
+        [lease] = list(w.scheduler.leases.stuck(-1.0))
+        lease.started -= 5
+        w.scheduler.lifecycle.local_state()
+        assert lease.outcome == outcomes.REQUEUED
+        assert w.stats.get_value("frontier/unencodable") is None
+        w.producer.acknowledge()
+        await settle()
+        assert w.committed() == 1 and not w.records(DEAD)
+        w.consumer.poll()
+        [copy] = w.take()
+        assert copy.meta["playwright"] is True and "playwright_page" not in copy.meta
+
+    asyncio.run(scenario())
