@@ -88,13 +88,28 @@ def verify(config: str, expected: int, env: dict[str, str], tag: str,
     return pages
 
 
+def redis_commands(env: dict[str, str]) -> int:
+    """Commands the benchmark's Redis has processed so far (``INFO stats``)."""
+    from crawler.connections.clients import redis_sync_client
+    from crawler.connections.options import RedisOptions
+
+    options = RedisOptions.from_env(env)
+    client = redis_sync_client(options.url, options.params,
+                               connect_timeout=options.connect_timeout)
+    try:
+        return int(client.info("stats")["total_commands_processed"])
+    finally:
+        client.close()
+
+
 def after_run(config: str, env: dict[str, str], tag: str,
               probes: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-run facts worth reporting; then drop what the run left in Redis and MongoDB."""
     from crawler.connections.clients import redis_sync_client
     from crawler.connections.options import RedisOptions
 
-    extra: dict[str, Any] = {"responses": sum(p["pages"] for p in probes), "threads": {}}
+    extra: dict[str, Any] = {"responses": sum(p["pages"] for p in probes), "threads": {},
+                             "startup": [p["startup"] for p in probes if p.get("startup")]}
     for probe in probes:  # CPU seconds per thread, summed over processes, kafka's merged
         for name, cpu in probe.get("threads", {}).items():
             name = "MainThread" if name == "MainThread" else "Kafka client threads" if (

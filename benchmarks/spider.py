@@ -2,7 +2,8 @@
 
 The spider follows every link with ``LinkExtractor`` and yields one small item per page.
 :class:`Probe` writes what the runner cannot see from outside to ``BENCH_PROBE_PATH``
-(JSON): pages, items and the wall-clock time of the first and last response.
+(JSON): pages, items, the wall-clock time of the first and last response, and the parts of
+a worker's start-up (``startup/*`` stats).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from scrapy import Request, Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response, TextResponse
 from scrapy.linkextractors import LinkExtractor
+from scrapy.utils.httpobj import urlparse_cached
 
 
 class BenchSpider(Spider):
@@ -47,8 +49,9 @@ class BenchSpider(Spider):
 class Probe:
     """``EXTENSIONS = {"benchmarks.spider.Probe": 0}`` with ``BENCH_PROBE_PATH``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, stats: Any = None) -> None:
         self.path = path
+        self.stats = stats  # the crawler's: its startup/* parts (crawler.frontier.startup)
         self.pages = 0
         self.items = 0
         self.first: float | None = None
@@ -58,13 +61,15 @@ class Probe:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Probe:
-        probe = cls(Path(crawler.settings.get("BENCH_PROBE_PATH", "probe.json")))
+        probe = cls(Path(crawler.settings.get("BENCH_PROBE_PATH", "probe.json")), crawler.stats)
         crawler.signals.connect(probe.response, signals.response_received)
         crawler.signals.connect(probe.item, signals.item_scraped)
         crawler.signals.connect(probe.closed, signals.spider_closed)
         return probe
 
-    def response(self) -> None:
+    def response(self, response: Response) -> None:
+        if urlparse_cached(response).path == "/robots.txt":  # not a page of the site
+            return
         now = time.time()
         self.pages += 1
         if self.pages % 500 == 0:
@@ -81,8 +86,15 @@ class Probe:
         data = {"pages": self.pages, "items": self.items, "first": self.first,
                 "last": self.last, "last_item": self.last_item,
                 "closed": time.time(), "reason": reason,
-                "threads": self.threads or thread_cpu()}
+                "threads": self.threads or thread_cpu(), "startup": self.startup()}
         self.path.write_text(json.dumps(data))
+
+
+    def startup(self) -> dict[str, float]:
+        """Seconds of each part of the worker's start-up (none for Scrapy alone)."""
+        stats = self.stats.get_stats() if self.stats is not None else {}
+        return {k.removeprefix("startup/"): v for k, v in stats.items()
+                if k.startswith("startup/")}
 
 
 def stat_cpu_seconds(path: str) -> float | None:

@@ -20,12 +20,14 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from crawler.commands import preflight
+from crawler.frontier import startup
 
 logger = logging.getLogger(__name__)
 
 
 class Command(ScrapyCrawl):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        startup.mark("imports")
         if len(args) != 1:
             super().run(args, opts)  # Scrapy's usage errors
             return
@@ -41,6 +43,7 @@ class Command(ScrapyCrawl):
         except preflight.MISTAKES as exc:
             self._tell(exc)
             return
+        startup.mark("preflight")
         self._watch(self.crawler_process.crawl(crawler, **opts.spargs))
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:

@@ -20,6 +20,7 @@ from typing import Any
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
+from crawler.frontier import startup
 from crawler.frontier.kafkafix import free_used_records
 from crawler.frontier.leases import OffsetTracker, Partition
 from crawler.frontier.producer import CallFromThread
@@ -166,6 +167,8 @@ class ConsumerLoop:
         self._owned = now
         self._paused = None  # the pause state of the new assignment is unknown
         logger.info("Partitions assigned: %s", _names(tps))
+        if tps:
+            startup.mark("join")
 
     def _run(self) -> None:
         last_commit = time.monotonic()

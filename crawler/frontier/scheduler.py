@@ -42,7 +42,7 @@ from crawler.dedup.backend import DedupBackend, DedupFactory
 from crawler.dedup.due import DueStore, MemoryDue, RedisDue
 from crawler.dedup.local import LocalBloom
 from crawler.dedup.recrawl import generation_of
-from crawler.frontier import crawllife, crawlstate
+from crawler.frontier import crawllife, crawlstate, startup
 from crawler.frontier.accounting import Accounting, Tally
 from crawler.frontier.buffer import RequestBuffer
 from crawler.frontier.clients import KafkaTransport
@@ -97,6 +97,7 @@ class KafkaScheduler(Records, BaseScheduler):
                                                           min_share=config.min_share)
         self.recent = RecentFingerprints(config.recent_window)
         self.lifecycle = WorkerLifecycle(crawler, config, self.worker)
+        self.startup = startup.StartupWatch(crawler)  # logs where the start-up went
         self.redis: aioredis.Redis | None = None
         self.recorder: LedgerRecorder | None = None  # the crawl ledger in Redis, once open
         self.host_limit = host_limit if host_limit is not None and host_limit.enabled else None
@@ -125,6 +126,7 @@ class KafkaScheduler(Records, BaseScheduler):
             raise
 
     async def _open(self, spider: Spider) -> None:
+        startup.mark("setup")
         cfg = self.config
         state_ttl = crawllife.state_ttl(self.crawler.settings)  # validated before any I/O
         self.redis = shared.redis_for(self.crawler)  # the worker's one pool, given back on close
@@ -134,8 +136,10 @@ class KafkaScheduler(Records, BaseScheduler):
         stale_after = crawlstate.stale_after(cfg.heartbeat_interval, cfg.session_timeout_ms)
         state = CrawlState(self.redis, cfg.crawl_id, stale_after=stale_after)
         seed_key = await crawl_seed_key(self.redis, cfg.crawl_id)
+        startup.mark("connections")
         channels = await asyncio.to_thread(self.transport.connect, self.worker,
                                            self._on_records, self.unacked_work)
+        startup.mark("topics")
         self.recorder = LedgerRecorder(self.redis, cfg.crawl_id, self.barrier,
                                        committed=channels.consumer.committed,
                                        on_read=self._ledger_read)

@@ -37,13 +37,22 @@ def test_the_benchmark_runs_every_crawler_over_a_small_site(tmp_path: Path) -> N
         pytest.fail("nginx is missing: ./run tests installs nginx-light")
     require(importlib.util.find_spec("scrapy_redis"), "./run tests installs scrapy-redis")
     out = tmp_path / "report"
-    data, _ = _bench(tmp_path, "benchmarks.runner", ["--pages", "300", "--rounds", "1"], 580)
+    data, _ = _bench(tmp_path, "benchmarks.runner",
+                     ["--pages", "300", "--rounds", "1", "--profile", "--join"], 580)
     runs = {run["config"]: run for run in data["runs"]}
     assert set(runs) == {"stock", "worker1", "worker2", "scrapy-redis"}
     assert all(run["pages"] == 300 for run in runs.values())
     assert runs["worker2"]["processes"] == 2
+    assert len(runs["worker2"]["extra"]["startup"]) == 2  # each worker's start-up parts
+    assert runs["worker1"]["extra"]["startup"][0]["total"] > 0
+    assert runs["stock"]["extra"]["startup"] == []  # Scrapy alone has no such stats
+    profiled, joined = data["extras"]["profiled"], data["extras"]["joined"]
+    assert sum(profiled["samples"].values()) > 0 and profiled["ms_per_page"], profiled
+    assert joined["joined"]["join"] > 0, joined
     report = (out / "report.md").read_text()
     assert "## Ratios" in report and "1 worker / stock, pages per CPU-second" in report
+    assert "## A worker's start-up, by part" in report and "a worker joining a crawl" in report
+    assert "## Where a worker's CPU goes, by component" in report
     assert (out / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

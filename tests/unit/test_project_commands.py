@@ -19,7 +19,7 @@ from scrapy.commands.genspider import Command as ScrapyGenspider
 from scrapy.settings import Settings
 
 from crawler.addon import distributed
-from crawler.commands import check, genspider
+from crawler.commands import check, genspider, runspider
 from crawler.config.readers import SERVICE_SETTINGS, configured_services
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +44,7 @@ def test_the_project_gets_these_commands_from_commands_module() -> None:
     commands = _get_commands_from_module("crawler.commands", True)
     assert isinstance(commands["genspider"], genspider.Command)
     assert isinstance(commands["check"], check.Command)
+    assert isinstance(commands["runspider"], runspider.Command)  # marks the imports' end
 
 
 def test_the_genspider_hooks_overridden_here_are_in_scrapy() -> None:
