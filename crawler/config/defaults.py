@@ -30,6 +30,7 @@ CRAWL_ID = ""  # empty: the spider's name
 
 # --- start-up ---
 CONNECT_TIMEOUT = 5.0  # seconds a service may take to answer at start-up
+MALLOC_ARENA_MAX = 2  # a distributed worker's malloc arenas (glibc); 0: glibc's default
 
 # --- Kafka frontier ---
 KAFKA_PARTITIONS = 12
