@@ -237,3 +237,32 @@ def test_a_debug_line_no_handler_prints_is_never_formatted() -> None:
     finally:
         root.handlers[:] = saved[1]
         root.setLevel(saved[0])
+
+
+def test_where_nothing_prints_debug_kafka_python_makes_no_debug_record() -> None:
+    """Under Scrapy at INFO, kafka-python's logger is raised to INFO: its DEBUG lines (one
+    or more per record sent or fetched) are not even built; a level set by the project,
+    or a handler that prints DEBUG, keeps them."""
+    from crawler.connections.kafka_logs import skip_unprinted
+
+    root, kafka = logging.getLogger(), logging.getLogger("kafka")
+    handler = logging.StreamHandler(io.StringIO())
+    saved = root.level, root.handlers[:], kafka.level
+    root.handlers[:] = [handler]
+    root.setLevel(logging.NOTSET)
+    try:
+        for level, project, expected in [(logging.INFO, logging.NOTSET, logging.INFO),
+                                         (logging.DEBUG, logging.NOTSET, logging.NOTSET),
+                                         (logging.INFO, logging.DEBUG, logging.DEBUG)]:
+            handler.setLevel(level)
+            kafka.setLevel(project)
+            skip_unprinted()
+            assert kafka.level == expected, (level, project)
+        kafka.setLevel(logging.NOTSET)
+        handler.setLevel(logging.INFO)
+        skip_unprinted()
+        assert not logging.getLogger("kafka.producer.kafka").isEnabledFor(logging.DEBUG)
+    finally:
+        root.handlers[:] = saved[1]
+        root.setLevel(saved[0])
+        kafka.setLevel(saved[2])
