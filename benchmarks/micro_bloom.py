@@ -29,8 +29,7 @@ logger = logging.getLogger(__name__)
 MEMORY = "Bloom memory per URL"
 DEDUP = "Dedup throughput"
 ERROR_RATE = 0.001
-MEMORY_CAPACITY = 100_000_000
-DEFAULT_CAPACITY = 10_000_000  # BLOOM_CAPACITY's default
+TARGETS = {1_000_000_000: at_most(1.9), 100_000_000: at_most(1.9)}  # issue 18; issue 5
 FILL_BATCH = 500
 SMALL_PIECES = 2**18  # bits a piece, to measure the false-positive rate of a filter in pieces
 
@@ -86,7 +85,8 @@ async def memory_per_url(client: aioredis.Redis, capacity: int) -> tuple[float, 
 
 async def memory(client: aioredis.Redis, sizes: Sizes) -> list[Measurement]:
     out = []
-    for capacity, target in ((MEMORY_CAPACITY, at_most(1.9)), (DEFAULT_CAPACITY, None)):
+    for capacity in sizes.memory_capacities:
+        target = TARGETS.get(capacity)
         runs = [await memory_per_url(client, capacity) for _ in range(sizes.repeats)]
         note = (f"MEMORY USAGE SAMPLES 0 of all {runs[0][1]} keys (slice pieces + meta) "
                 f"/ capacity, once every piece was written; error rate {ERROR_RATE}")

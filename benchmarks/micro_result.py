@@ -20,11 +20,13 @@ class Sizes:
     coroutines: int  # concurrent check+add loops of the one worker process
     frontier_requests: int  # requests produced and consumed per repetition
     codec_calls: int  # calls timed per repetition of encode or decode
+    memory_capacities: tuple[int, ...] = (100_000_000, 10_000_000)  # Bloom memory per URL
 
 
 FULL = Sizes(repeats=3, fp_capacity=200_000, dedup_fingerprints=200_000,
              dedup_capacities=(10_000_000, 100_000_000), batch_sizes=(11, 100, 500),
-             coroutines=4, frontier_requests=100_000, codec_calls=20_000)
+             coroutines=4, frontier_requests=100_000, codec_calls=20_000,
+             memory_capacities=(1_000_000_000, 100_000_000, 10_000_000))  # 1e9: 1.9 GB
 QUICK = Sizes(repeats=1, fp_capacity=20_000, dedup_fingerprints=5_000,
               dedup_capacities=(10_000_000, 100_000_000), batch_sizes=(11, 100, 500),
               coroutines=4, frontier_requests=2_000, codec_calls=500)

@@ -20,8 +20,11 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-#: (path fragment, component), the first that a frame's file contains wins
+#: (path fragment, component), the first that a frame's file contains wins; "" is no
+#: component: the commands' frames (``scrapy crawl``, ``runspider``) hold every stack of the
+#: main thread, so the frames inside them say whose a sample is
 COMPONENTS: tuple[tuple[str, str], ...] = (
+    ("crawler/commands/", ""),
     ("crawler/frontier/accounting.py", "ledger"),
     ("crawler/middlewares/ledger.py", "ledger"),
     ("crawler/ledger/", "ledger"),
@@ -38,6 +41,10 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("benchmarks/spider.py", "spider"),
 )
 SCRAPY = "Scrapy (and what it runs)"
+#: samples of a thread blocked in a wait: py-spy takes some for active (the reactor's epoll,
+#: a client thread's condition); they are counted apart and given no CPU
+WAITING = "waiting"
+_WAITS = (("selectors.py", "select"), ("threading.py", "wait"), ("threading.py", "join"))
 ORDER = ("frontier", "dedup", "politeness", "ledger", "storage", "operations",
          "other crawler code", "spider", SCRAPY)
 _FILE = re.compile(r"\(([^():]+\.py)(?::\d+)?\)$")
@@ -49,7 +56,7 @@ def component(frame: str) -> str | None:
     if match is None:
         return None
     path = match[1].replace("\\", "/")
-    return next((name for fragment, name in COMPONENTS if fragment in path), None)
+    return next((name for fragment, name in COMPONENTS if fragment in path), None) or None
 
 
 def attribute(lines: Iterable[str]) -> Counter[str]:
@@ -59,9 +66,24 @@ def attribute(lines: Iterable[str]) -> Counter[str]:
         stack, _, count = line.rstrip("\n").rpartition(" ")
         if not stack or not count.isdigit():
             continue
-        owner = next((c for f in reversed(stack.split(";")) if (c := component(f))), SCRAPY)
+        frames = stack.split(";")
+        if is_wait(frames[-1]):
+            found[WAITING] += int(count)
+            continue
+        owner = next((c for f in reversed(frames) if (c := component(f))), SCRAPY)
         found[owner] += int(count)
     return found
+
+
+def is_wait(frame: str) -> bool:
+    """Whether *frame* (a stack's innermost) blocks: ``EpollSelector.select (selectors.py)``,
+    ``Condition.wait (threading.py)``..."""
+    match = _FILE.search(frame)
+    if match is None:
+        return False
+    function = frame[:match.start()].strip().rpartition(".")[2]
+    return any(match[1].endswith("/" + f) or match[1] == f
+               for f, name in _WAITS if function == name)
 
 
 def record(pid: int, out: Path, rate: int = 100) -> subprocess.Popen[bytes] | None:
@@ -82,8 +104,9 @@ def _beside_python(name: str) -> str | None:
 
 
 def ms_per_page(samples: Counter[str], cpu_s: float, pages: int) -> dict[str, float]:
-    """Each component's share of the samples, as milliseconds of CPU per page."""
-    total = sum(samples.values())
+    """Each component's share of the samples, as milliseconds of CPU per page (the
+    :data:`WAITING` samples get none)."""
+    total = sum(n for name, n in samples.items() if name != WAITING)
     if not total or not pages:
         return {}
     return {name: 1000 * cpu_s * samples[name] / total / pages

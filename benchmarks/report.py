@@ -222,10 +222,12 @@ def profile_section(profiled: dict[str, Any] | None) -> list[str]:
     """Where one worker's CPU went, by component (py-spy's samples)."""
     if not profiled or not profiled.get("samples"):
         return []
-    total = sum(profiled["samples"].values())
+    waits = profiled["samples"].get("waiting", 0)
+    total = sum(profiled["samples"].values()) - waits
     out = ["", "## Where a worker's CPU goes, by component (py-spy, one more 1-worker run)", "",
            f"{profiled['pages']} pages, {profiled['cpu_s']:.1f} CPU-s, {total} samples at "
-           f"{profiled['rate']} Hz; a sample is the component's whose module is its stack's "
+           f"{profiled['rate']} Hz, and {waits} more of a thread blocked in a wait (epoll, a "
+           "condition), left out; a sample is the component's whose module is its stack's "
            "innermost frame of this package (`benchmarks/profile.py`).", "",
            "| component | share of the samples | ms of CPU per page |", "|---|---|---|"]
     for name, ms in profiled["ms_per_page"].items():

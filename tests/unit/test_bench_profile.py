@@ -21,19 +21,27 @@ LINES = [
     f"x ({REPO}/crawler/frontier/scheduler.py:1);tell ({REPO}/crawler/frontier/accounting.py:9) 2",
     # Scrapy alone, and the spider under it
     f"_next ({SITE}/scrapy/core/scraper.py:3);extract ({SITE}/w3lib/url.py:3) 10",
+    # the command that runs the whole crawl is no component: the frames inside it say
+    f"run ({REPO}/crawler/commands/runspider.py:20);crawl ({SITE}/scrapy/core/engine.py:5) 4",
+    f"run ({REPO}/crawler/commands/crawl.py:40);check ({REPO}/crawler/dedup/local.py:5) 1",
     f"_next ({SITE}/scrapy/core/scraper.py:3);parse ({REPO}/benchmarks/spider.py:40) 3",
     # kafka-python in the consumer loop's thread
     f"_run ({REPO}/crawler/frontier/consumer.py:180);poll ({SITE}/kafka/consumer/group.py:7) 4",
     f"process_item ({REPO}/crawler/pipelines/mongo.py:60);encode ({SITE}/bson/__init__.py:1) 6",
     f"process_request ({REPO}/crawler/middlewares/ratelimit.py:9) 1",
+    # threads blocked in a wait, which py-spy may count as active: apart, no CPU
+    f"run ({SITE}/asyncio/base_events.py:1);select (/usr/lib/python3.11/selectors.py:468) 9",
+    f"_run ({REPO}/crawler/frontier/consumer.py:1);wait (/usr/lib/python3.11/threading.py:3) 2",
     "a line that is not a stack",
 ]
 
 
 def test_a_sample_is_its_innermost_package_frames_component() -> None:
     found = profile.attribute(LINES)
-    assert found == Counter({"dedup": 7, "frontier": 9, "ledger": 2, profile.SCRAPY: 10,
-                             "spider": 3, "storage": 6, "politeness": 1})
+    assert found == Counter({"dedup": 8, "frontier": 9, "ledger": 2, profile.SCRAPY: 14,
+                             "spider": 3, "storage": 6, "politeness": 1, profile.WAITING: 11})
+    assert profile.is_wait("Condition.wait (/usr/lib/python3.11/threading.py:331)")
+    assert not profile.is_wait(f"_wait_for_room ({REPO}/crawler/frontier/consumer.py:9)")
 
 
 def test_milliseconds_per_page_split_the_cpu_by_the_samples() -> None:
@@ -41,6 +49,8 @@ def test_milliseconds_per_page_split_the_cpu_by_the_samples() -> None:
     assert found == {"frontier": 2.0, profile.SCRAPY: 6.0}
     assert list(found) == ["frontier", profile.SCRAPY]  # the report's order
     assert profile.ms_per_page(Counter(), 1.0, 10) == {}
+    assert profile.ms_per_page(Counter({"frontier": 1, profile.WAITING: 9}), 1.0, 10) == {
+        "frontier": 100.0}
 
 
 def test_the_report_shows_the_profile_and_the_start_up_parts() -> None:
