@@ -48,12 +48,12 @@ def test_a_second_mark_keeps_the_first_and_a_missing_part_folds_into_the_next() 
 def test_the_process_start_comes_from_proc(tmp_path: Path) -> None:
     started = startup.process_start()
     assert started is not None and 0 <= time.time() - started < 3600
-    stat, proc_stat = tmp_path / "stat", tmp_path / "proc_stat"
+    stat, uptime = tmp_path / "stat", tmp_path / "uptime"
     ticks = os.sysconf("SC_CLK_TCK")
     stat.write_text("1 (a (b) c) S " + " ".join(["0"] * 18) + f" {5 * ticks} 0 0\n")
-    proc_stat.write_text("cpu 1 2 3\nbtime 1000\n")
-    assert startup.process_start(str(stat), str(proc_stat)) == 1005.0
-    assert startup.process_start(str(tmp_path / "none"), str(proc_stat)) is None
+    uptime.write_text("7.25 3.10\n")  # booted 7.25 s ago; the process started 2.25 s ago
+    assert startup.process_start(str(stat), str(uptime), now=lambda: 1000.0) == 997.75
+    assert startup.process_start(str(tmp_path / "none"), str(uptime)) is None
 
 
 def test_the_first_request_sent_reports_once(caplog: pytest.LogCaptureFixture) -> None:
