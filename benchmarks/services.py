@@ -109,7 +109,9 @@ def after_run(config: str, env: dict[str, str], tag: str,
     from crawler.connections.options import RedisOptions
 
     extra: dict[str, Any] = {"responses": sum(p["pages"] for p in probes), "threads": {},
-                             "startup": [p["startup"] for p in probes if p.get("startup")]}
+                             "startup": [p["startup"] for p in probes if p.get("startup")],
+                             # (pages, RSS MiB, CPU-s) along a one-process crawl
+                             "series": probes[0].get("series", []) if len(probes) == 1 else []}
     for probe in probes:  # CPU seconds per thread, summed over processes, kafka's merged
         for name, cpu in probe.get("threads", {}).items():
             name = "MainThread" if name == "MainThread" else "Kafka client threads" if (

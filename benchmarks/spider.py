@@ -58,10 +58,13 @@ class Probe:
         self.last: float | None = None
         self.last_item: float | None = None
         self.threads: dict[str, float] = {}  # sampled while crawling: threads may end early
+        self.every = 1000  # pages between two points of the series
+        self.series: list[tuple[int, float, float]] = []  # (pages, RSS MiB, CPU-s) so far
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Probe:
         probe = cls(Path(crawler.settings.get("BENCH_PROBE_PATH", "probe.json")), crawler.stats)
+        probe.every = crawler.settings.getint("BENCH_SERIES_EVERY", probe.every)
         crawler.signals.connect(probe.response, signals.response_received)
         crawler.signals.connect(probe.item, signals.item_scraped)
         crawler.signals.connect(probe.closed, signals.spider_closed)
@@ -74,6 +77,8 @@ class Probe:
         self.pages += 1
         if self.pages % 500 == 0:
             self.threads = thread_cpu()
+        if self.pages % self.every == 0:
+            self.series.append((self.pages, rss_mib(), stat_cpu_seconds("/proc/self/stat") or 0))
         if self.first is None:
             self.first = now
         self.last = now
@@ -86,7 +91,8 @@ class Probe:
         data = {"pages": self.pages, "items": self.items, "first": self.first,
                 "last": self.last, "last_item": self.last_item,
                 "closed": time.time(), "reason": reason,
-                "threads": self.threads or thread_cpu(), "startup": self.startup()}
+                "threads": self.threads or thread_cpu(), "startup": self.startup(),
+                "series": self.series}
         self.path.write_text(json.dumps(data))
 
 
@@ -105,6 +111,16 @@ def stat_cpu_seconds(path: str) -> float | None:
     except OSError:  # the process or thread ended meanwhile
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def rss_mib() -> float:
+    """This process's resident set size now, MiB (0 where ``/proc`` does not say)."""
+    try:
+        with open("/proc/self/status") as status:
+            line = next(row for row in status if row.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0.0
+    return int(line.split()[1]) / 1024
 
 
 def thread_cpu() -> dict[str, float]:

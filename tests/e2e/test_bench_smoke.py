@@ -56,6 +56,18 @@ def test_the_benchmark_runs_every_crawler_over_a_small_site(tmp_path: Path) -> N
     assert (out / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.timeout(300)
+def test_the_growth_benchmark_crawls_both_sizes_and_reports_the_change(tmp_path: Path) -> None:
+    data, printed = _bench(tmp_path, "benchmarks.growth",
+                           ["--sizes", "200,600", "--every", "100"], 280)
+    assert [row["pages"] for row in data["rows"]] == [200, 600]
+    large = data["rows"][1]
+    assert [point[0] for point in large["series"]] == list(range(100, 601, 100))
+    assert all(point[1] > 0 and point[2] > 0 for point in large["series"])
+    assert large["after_warmup"] is not None and isinstance(data["met"], bool)
+    assert "the larger crawl against the smaller" in printed
+
+
 @pytest.mark.timeout(900)
 def test_the_hostile_benchmark_runs_its_three_crawls(tmp_path: Path) -> None:
     """benchmarks/hostile.py over 20 pages: every crawl ends, is measured and reported; only
