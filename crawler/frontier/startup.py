@@ -3,8 +3,8 @@
 Each part ends with a :func:`mark`, made where the work happens (once per process: a mark
 made again keeps its first time):
 
-- ``imports``: the interpreter, Scrapy and the project's modules, until ``scrapy crawl`` runs
-  (:mod:`crawler.commands.crawl`);
+- ``imports``: the interpreter, Scrapy and the project's modules, until ``scrapy crawl`` or
+  ``scrapy runspider`` runs (:mod:`crawler.commands.crawl`, :mod:`crawler.commands.runspider`);
 - ``preflight``: the start-up check of the settings and the services
   (:mod:`crawler.commands.preflight`);
 - ``setup``: Scrapy builds the crawler and its components and opens the spider, until the
@@ -65,7 +65,8 @@ def mark(part: str, at: float | None = None) -> None:
 
 
 def reset() -> None:
-    """Forget every mark (tests; a process that starts a second crawl)."""
+    """Forget every mark (tests). Marks are the process's: a second crawl in one process
+    reports the first one's parts, as nothing resets them between crawls."""
     with _lock:
         _marks.clear()
 
