@@ -26,6 +26,7 @@ from pymongo.errors import PyMongoError
 from scrapy.settings import BaseSettings
 
 from crawler.addon import distributed
+from crawler.config import readers as config
 from crawler.config.readers import SettingError, SpiderArgumentError
 from crawler.connections import clients as connection
 from crawler.connections.clients import ServiceUnavailable
@@ -76,6 +77,7 @@ def preflight(settings: BaseSettings, spider_name: str) -> None:
     cfg = FrontierConfig.from_settings(settings, spider_name)  # what the scheduler reads
     load_backend(settings)  # and its dedup backend (FRONTIER_DEDUP_CLASS, BLOOM_*)
     crawllife.state_ttl(settings)
+    config.get_int(settings, "MALLOC_ARENA_MAX", minimum=0)  # the add-on reads it later
     mongo = MongoOptions.from_settings(settings)
     with connection.quiet_client_logs():
         _run_in_thread(_reach_services(cfg, mongo))
