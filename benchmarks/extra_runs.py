@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,19 +17,7 @@ from typing import Any
 from pymongo import MongoClient
 
 from benchmarks import profile, services
-from benchmarks.runner import Context, command, plan
-
-
-def _start(ctx: Context, tag: str, index: int, settings: dict[str, Any],
-           env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
-    probe = ctx.workdir / f"{tag}-{index}.probe.json"
-    logs = ctx.workdir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(command(ctx.base_url + "/", {**settings, "BENCH_PROBE_PATH": probe}),
-                            cwd=ctx.cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=open(logs / f"{tag}-{index}.log", "wb"),
-                            start_new_session=True)
-    return proc, probe
+from benchmarks.runner import Context, launch, plan
 
 
 def _checked(ctx: Context, tag: str, probes: list[Path],
@@ -49,7 +36,7 @@ def profiled(ctx: Context, rate: int = 100) -> dict[str, Any]:
     """One worker's crawl of the site under py-spy; {} where py-spy is not installed."""
     tag = f"bench-{int(time.time())}-profile"
     _, settings, env = plan("worker1", ctx, tag)
-    proc, probe = _start(ctx, tag, 0, settings, env)
+    proc, probe = launch(ctx, tag, 0, settings, env)
     out = ctx.workdir / f"{tag}.pyspy.txt"
     spy = profile.record(proc.pid, out, rate)
     usage = services.reap([proc], ctx.timeout)
@@ -76,7 +63,7 @@ def joined(ctx: Context, share: float = 0.3) -> dict[str, Any]:
     if ctx.pages < 3000:
         settings = {**settings, "DOWNLOAD_DELAY": round(30.0 / ctx.pages, 4),
                     "RANDOMIZE_DOWNLOAD_DELAY": False}
-    first, probe0 = _start(ctx, tag, 0, settings, env)
+    first, probe0 = launch(ctx, tag, 0, settings, env)
     client: MongoClient[dict[str, Any]] = MongoClient(ctx.services["MONGO_URI"])
     try:
         pages = client["crawler"][tag]
@@ -87,7 +74,7 @@ def joined(ctx: Context, share: float = 0.3) -> dict[str, Any]:
             time.sleep(0.1)
     finally:
         client.close()
-    second, probe1 = _start(ctx, tag, 1, settings, env)
+    second, probe1 = launch(ctx, tag, 1, settings, env)
     usage = services.reap([first, second], ctx.timeout)
     seen = _checked(ctx, tag, [probe0, probe1], usage)
     return {"share": share, "first": seen[0].get("startup", {}),

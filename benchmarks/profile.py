@@ -2,12 +2,14 @@
 the component of its innermost frame in this package.
 
 ``py-spy record --format raw`` writes one line per distinct stack, ``frame;frame;... count``,
-outermost frame first, active samples only (a thread waiting in ``epoll`` or a lock is not
-sampled). A sample belongs to the component whose module is the innermost frame of this
-package on its stack (:data:`COMPONENTS`): ``json.dumps`` under the codec is the frontier's,
-redis-py under the Bloom filter's ``check`` is dedup's, kafka-python in the consumer loop's
-thread is the frontier's. A stack with no frame of this package is Scrapy's (Scrapy, Twisted,
-asyncio, lxml, w3lib...), but the spider's own frames, which are the spider's.
+outermost frame first, active samples only; yet a thread blocked in ``epoll`` or a
+condition's wait shows up now and then, and such samples are counted apart
+(:data:`WAITING`) and given no CPU. A sample belongs to the component whose module is the
+innermost frame of this package on its stack (:data:`COMPONENTS`): ``json.dumps`` under the
+codec is the frontier's, redis-py under the Bloom filter's ``check`` is dedup's,
+kafka-python in the consumer loop's thread is the frontier's. A stack with no frame of this
+package is Scrapy's (Scrapy, Twisted, asyncio, lxml, w3lib...), but the spider's own frames,
+which are the spider's.
 """
 
 from __future__ import annotations

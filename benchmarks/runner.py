@@ -113,24 +113,30 @@ def plan(config: str, ctx: Context, tag: str) -> tuple[int, dict[str, Any], dict
     return (2 if config == "worker2" else 1), settings, env
 
 
+def launch(ctx: Context, tag: str, index: int, settings: dict[str, Any],
+           env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start crawler process *index* of run *tag*: the process, and the path of its probe;
+    its log is ``<workdir>/logs/<tag>-<index>.log``."""
+    probe = ctx.workdir / f"{tag}-{index}.probe.json"
+    logs = ctx.workdir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen(command(ctx.base_url + "/", {**settings, "BENCH_PROBE_PATH": probe}),
+                            cwd=ctx.cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=open(logs / f"{tag}-{index}.log", "wb"),
+                            start_new_session=True)
+    return proc, probe
+
+
 def run_once(config: str, ctx: Context, round_no: int) -> Run:
     tag = f"bench-{int(time.time())}-{round_no}-{config}"
     count, settings, env = plan(config, ctx, tag)
-    logs = ctx.workdir / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    probes = [ctx.workdir / f"{tag}-{i}.probe.json" for i in range(count)]
     before = services.cpu_seconds(ctx.watch_pids)
     commands = services.redis_commands(ctx.services)
     started = time.time()
-    procs = [
-        subprocess.Popen(command(ctx.base_url + "/", {**settings, "BENCH_PROBE_PATH": probe}),
-                         cwd=ctx.cwd, env=env, stdout=subprocess.DEVNULL,
-                         stderr=open(logs / f"{tag}-{i}.log", "wb"), start_new_session=True)
-        for i, probe in enumerate(probes)
-    ]
-    usage = services.reap(procs, ctx.timeout)
+    procs, probes = zip(*(launch(ctx, tag, i, settings, env) for i in range(count)), strict=True)
+    usage = services.reap(list(procs), ctx.timeout)
     services_cpu = services.cpu_seconds(ctx.watch_pids) - before
-    run = finish(config, ctx, round_no, tag, started, probes, usage, services_cpu)
+    run = finish(config, ctx, round_no, tag, started, list(probes), usage, services_cpu)
     # the run's Redis round trips (and the runner's few reads and the clean-up's)
     run.extra["redis_commands_per_page"] = (
         services.redis_commands(ctx.services) - commands) / run.pages
