@@ -62,8 +62,6 @@ class Publisher:
                                      connect_timeout=timeout)
         producer = connection.kafka_producer(kafka, connect_timeout=timeout,
                                              linger_ms=LINGER_MS, client_id=f"seed-{crawl}")
-        if not config.get_str(settings, "LOG_LEVEL").upper().startswith("DEBUG"):
-            logging.getLogger("kafka").setLevel(logging.INFO)  # no DEBUG record per send
         known = getattr(producer, "partitions_for", lambda _topic: None)(f"{crawl}.seeds")
         count = len(known or ()) or partitions
         return cls(producer, f"{crawl}.seeds", key_for, timeout, count)
