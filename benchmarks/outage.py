@@ -27,6 +27,7 @@ from typing import Any
 from benchmarks.nginx import Nginx
 from benchmarks.runner import COMMON, OURS, REPO, base_env, command
 from benchmarks.sitegen import SiteSpec, ensure
+from benchmarks.spider import rss_kib
 from crawler.localstack.demo import stored_pages
 from crawler.localstack.stack import Stack
 
@@ -45,15 +46,6 @@ class Phase:
                 "rss_min_mib": round(min(rss) / 1024, 1), "rss_max_mib": round(max(rss) / 1024, 1),
                 "rss_last_mib": round(rss[-1] / 1024, 1), "pages": pages,
                 "pages_per_s": round(pages / self.seconds, 1) if self.seconds else 0.0}
-
-
-def rss_kib(pid: int) -> int | None:
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    found = re.search(r"^VmRSS:\s+(\d+)", text, re.M)
-    return int(found.group(1)) if found else None
 
 
 def sample(phase: Phase, proc: subprocess.Popen[bytes], count: Callable[[], int],

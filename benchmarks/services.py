@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,8 +90,10 @@ def verify(config: str, expected: int, env: dict[str, str], tag: str,
     return pages
 
 
-def redis_commands(env: dict[str, str]) -> int:
-    """Commands the benchmark's Redis has processed so far (``INFO stats``)."""
+@contextlib.contextmanager
+def redis_of(env: dict[str, str]) -> Iterator[Any]:
+    """A client of the benchmark's Redis (``REDIS_PARAMS`` too: a stack with TLS works),
+    closed afterwards."""
     from crawler.connections.clients import redis_sync_client
     from crawler.connections.options import RedisOptions
 
@@ -97,17 +101,20 @@ def redis_commands(env: dict[str, str]) -> int:
     client = redis_sync_client(options.url, options.params,
                                connect_timeout=options.connect_timeout)
     try:
-        return int(client.info("stats")["total_commands_processed"])
+        yield client
     finally:
         client.close()
+
+
+def redis_commands(env: dict[str, str]) -> int:
+    """Commands the benchmark's Redis has processed so far (``INFO stats``)."""
+    with redis_of(env) as client:
+        return int(client.info("stats")["total_commands_processed"])
 
 
 def after_run(config: str, env: dict[str, str], tag: str,
               probes: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-run facts worth reporting; then drop what the run left in Redis and MongoDB."""
-    from crawler.connections.clients import redis_sync_client
-    from crawler.connections.options import RedisOptions
-
     extra: dict[str, Any] = {"responses": sum(p["pages"] for p in probes), "threads": {},
                              "startup": [p["startup"] for p in probes if p.get("startup")],
                              # (pages, RSS MiB, CPU-s) along a one-process crawl
@@ -117,10 +124,7 @@ def after_run(config: str, env: dict[str, str], tag: str,
             name = "MainThread" if name == "MainThread" else "Kafka client threads" if (
                 "kafka" in name or "network-thread" in name) else "other"
             extra["threads"][name] = extra["threads"].get(name, 0.0) + cpu
-    options = RedisOptions.from_env(env)  # REDIS_PARAMS too: a stack with TLS works
-    client = redis_sync_client(options.url, options.params,
-                               connect_timeout=options.connect_timeout)
-    try:
+    with redis_of(env) as client:
         if config == "scrapy-redis":
             members = client.scard("bench:dupefilter")
             used = client.memory_usage("bench:dupefilter", samples=0) or 0
@@ -130,8 +134,6 @@ def after_run(config: str, env: dict[str, str], tag: str,
             keys = list(client.scan_iter(match=f"{{{tag}}}*", count=1000))
             if keys:
                 client.delete(*keys)
-    finally:
-        client.close()
     if config in ("worker1", "worker2"):
         from pymongo import MongoClient
 

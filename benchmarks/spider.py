@@ -78,7 +78,8 @@ class Probe:
         if self.pages % 500 == 0:
             self.threads = thread_cpu()
         if self.pages % self.every == 0:
-            self.series.append((self.pages, rss_mib(), stat_cpu_seconds("/proc/self/stat") or 0))
+            self.series.append((self.pages, (rss_kib() or 0) / 1024,
+                                stat_cpu_seconds("/proc/self/stat") or 0))
         if self.first is None:
             self.first = now
         self.last = now
@@ -113,14 +114,14 @@ def stat_cpu_seconds(path: str) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
-def rss_mib() -> float:
-    """This process's resident set size now, MiB (0 where ``/proc`` does not say)."""
+def rss_kib(pid: int | str = "self") -> int | None:
+    """The resident set size of process *pid* now (``VmRSS``), KiB; None if it is gone."""
     try:
-        with open("/proc/self/status") as status:
+        with open(f"/proc/{pid}/status") as status:
             line = next(row for row in status if row.startswith("VmRSS:"))
     except (OSError, StopIteration):
-        return 0.0
-    return int(line.split()[1]) / 1024
+        return None
+    return int(line.split()[1])
 
 
 def thread_cpu() -> dict[str, float]:
