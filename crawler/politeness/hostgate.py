@@ -127,19 +127,22 @@ class HostGate:
         if self._failing:
             logger.info("Per-host limits renewed again")
             self._failing = False
-        expired = sent >= self._valid_until
         self._valid_until = sent + self.cfg.ttl - self.cfg.interval
         for demand, grant in zip(demands, grants, strict=True):
-            self._granted(demand.host, grant, 0 if expired else self.grants.get(demand.host, 0))
+            self._granted(demand.host, grant)
         self._inc("hostlimit/renewals")
 
-    def _granted(self, host: str, grant: int, before: int) -> None:
+    def _granted(self, host: str, grant: int) -> None:
         if grant > 0:
             self.grants[host] = grant
         else:
             self.grants.pop(host, None)
             self._next_start.pop(host, None)
-        free = grant - max(before, self.in_flight[host])
+        # every share not in flight, not only the new ones: a request blocked while a renewal
+        # sent before the shares' end was on its way saw no share, and has nothing in flight
+        # whose end would free it (counting only the shares above the last grant, the worker
+        # held it for ever); freeing more than are blocked moves none
+        free = grant - self.in_flight[host]
         if free > 0:
             self._on_free(host, free)
 

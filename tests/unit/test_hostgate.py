@@ -205,3 +205,28 @@ def test_the_switch_leaves_the_gate_out(make_worker: MakeWorker) -> None:
         assert len(worker.take()) == 1 and worker.scheduler.hosts is None
 
     asyncio.run(main())
+
+
+def test_a_request_blocked_while_a_renewal_was_in_flight_is_freed_by_it() -> None:
+    """The shares expire while a renewal sent before their end is on its way; a request
+    blocked meanwhile has nothing in flight to wait for, so the renewal must free it (it
+    compared the new grant with the old one and freed nothing: the worker held its
+    buffered requests for ever)."""
+    clock, freed = Clock(), []
+    store = MemorySlotStore(clock)
+    gate = _gate(store, clock, freed, {"a.test": 1})
+    asyncio.run(gate.renew())
+    freed.clear()
+    blocked: list[float | None] = []
+
+    class Slow:
+        async def renew(self, *args: Any) -> list[int]:
+            clock.now += 0.2  # the answer comes after the shares' end
+            blocked.append(gate.admit(Request("http://a.test/late")))
+            return await store.renew(*args)
+
+    clock.now += CFG.ttl - CFG.interval - 0.1  # sent just before the shares' end
+    gate.store = Slow()
+    asyncio.run(gate.renew())
+    assert blocked == [BLOCKED] and gate.in_flight["a.test"] == 0
+    assert freed == [("a.test", 1)]
