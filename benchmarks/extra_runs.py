@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -64,18 +65,29 @@ def joined(ctx: Context, share: float = 0.3) -> dict[str, Any]:
         settings = {**settings, "DOWNLOAD_DELAY": round(30.0 / ctx.pages, 4),
                     "RANDOMIZE_DOWNLOAD_DELAY": False}
     first, probe0 = launch(ctx, tag, 0, settings, env)
-    client: MongoClient[dict[str, Any]] = MongoClient(ctx.services["MONGO_URI"])
     try:
-        pages = client["crawler"][tag]
-        deadline = time.monotonic() + ctx.timeout
-        while pages.estimated_document_count() < share * ctx.pages:
-            if first.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{tag}: the first worker stored too little")
-            time.sleep(0.1)
-    finally:
-        client.close()
+        _wait_until_stored(ctx, tag, first, share * ctx.pages)
+    except BaseException:
+        services.kill([first])
+        raise
     second, probe1 = launch(ctx, tag, 1, settings, env)
     usage = services.reap([first, second], ctx.timeout)
     seen = _checked(ctx, tag, [probe0, probe1], usage)
     return {"share": share, "first": seen[0].get("startup", {}),
             "joined": seen[1].get("startup", {})}
+
+
+def _wait_until_stored(ctx: Context, tag: str, first: subprocess.Popen[bytes],
+                       count: float) -> None:
+    """Wait until crawl *tag* has stored *count* pages; raise if *first* ends or
+    ``ctx.timeout`` passes before."""
+    client: MongoClient[dict[str, Any]] = MongoClient(ctx.services["MONGO_URI"])
+    try:
+        pages = client["crawler"][tag]
+        deadline = time.monotonic() + ctx.timeout
+        while pages.estimated_document_count() < count:
+            if first.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{tag}: the first worker stored too little")
+            time.sleep(0.1)
+    finally:
+        client.close()

@@ -88,6 +88,7 @@ def markdown(result: dict[str, Any], argv: list[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    services.end_on_sigterm()  # a SIGTERM stops what it started, too
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="20000,200000", help="page counts, smallest first")
     parser.add_argument("--every", type=int, default=1000, help="pages between RSS samples")

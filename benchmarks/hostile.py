@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import hostile_report as report
+from benchmarks import services
 from crawler.localstack.demo import Worker, running, wait_all, worker_command
 from crawler.localstack.stack import Stack
 from crawler.politeness.proxypool import parse_proxy
@@ -168,6 +169,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    services.end_on_sigterm()  # a SIGTERM stops what it started, too
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=121)
     parser.add_argument("--rounds", type=int, default=1)

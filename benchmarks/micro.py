@@ -38,6 +38,7 @@ from benchmarks import (
     micro_demo_site,
     micro_frontier,
     micro_politeness,
+    services,
 )
 from benchmarks.micro_result import FULL, QUICK, Measurement, Sizes, fmt
 from crawler.localstack.services import redis_binary, tansu_binary
@@ -185,6 +186,7 @@ def command_line(argv: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    services.end_on_sigterm()  # a SIGTERM stops what it started, too
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(args_list)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import services
 from benchmarks.nginx import Nginx
 from benchmarks.runner import COMMON, OURS, REPO, base_env, command
 from benchmarks.sitegen import SiteSpec, ensure
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    services.end_on_sigterm()  # a SIGTERM stops what it started, too
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=20_000)
     parser.add_argument("--before", type=int, default=2_000, help="pages stored before")

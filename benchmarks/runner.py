@@ -186,6 +186,7 @@ def beside(ctx: Context, *, profiled: bool, joined: bool) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    services.end_on_sigterm()  # a SIGTERM stops what it started, too
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pages", type=int, default=20_000)
     parser.add_argument("--links", type=int, default=SiteSpec.links)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kafka import KafkaConsumer, TopicPartition
 
+from benchmarks import services
 from crawler.config.keys import CrawlKeys
 from crawler.connections.clients import redis_sync_client
 from crawler.localstack.stack import Stack
@@ -70,6 +71,7 @@ def run(env: dict[str, str], crawl: str, path: Path) -> tuple[float, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    services.end_on_sigterm()  # a SIGTERM stops what it started, too
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=1_000_000)
     args = parser.parse_args(argv)

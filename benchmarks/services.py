@@ -25,27 +25,52 @@ class Usage:
 
 
 def reap(procs: list[subprocess.Popen[bytes]], timeout: float) -> list[Usage]:
-    """Wait for every process with ``wait4`` (their CPU time and peak RSS); kill them all
-    and raise if any is still running after *timeout* seconds."""
+    """Wait for every process with ``wait4`` (their CPU time and peak RSS); raise if any is
+    still running after *timeout* seconds. Whatever ends the wait early (the timeout, Ctrl-C,
+    SIGTERM through :func:`end_on_sigterm`) kills the processes not reaped yet: they run in
+    sessions of their own, so no signal to the runner reaches them."""
     deadline = time.monotonic() + timeout
     usage: dict[int, Usage] = {}
-    while len(usage) < len(procs):
-        for proc in procs:
-            if proc.pid in usage:
-                continue
-            pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                usage[pid] = Usage(proc.returncode, rusage.ru_utime + rusage.ru_stime,
-                                   rusage.ru_maxrss / 1024)
-        if time.monotonic() > deadline:
+    try:
+        while len(usage) < len(procs):
             for proc in procs:
                 if proc.pid not in usage:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-            raise TimeoutError(f"crawler processes still running after {timeout:.0f}s")
-        time.sleep(0.1)
+                    _reaped(proc, usage)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"crawler processes still running after {timeout:.0f}s")
+            time.sleep(0.1)
+    except BaseException:
+        kill([proc for proc in procs if proc.pid not in usage])
+        raise
     return [usage[p.pid] for p in procs]
+
+
+def kill(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGKILL each of *procs* with its process group (the session it was started in), and
+    wait for it."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _reaped(proc: subprocess.Popen[bytes], usage: dict[int, Usage]) -> None:
+    """Put *proc*'s usage in *usage* if it has ended."""
+    pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+    if pid:
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        usage[pid] = Usage(proc.returncode, rusage.ru_utime + rusage.ru_stime,
+                           rusage.ru_maxrss / 1024)
+
+
+def end_on_sigterm() -> None:
+    """Make SIGTERM end this benchmark as Ctrl-C does, through its ``finally`` blocks, which
+    stop the services, nginx and the crawler processes it started (by default SIGTERM ends
+    Python at once, and they would run on, each in a session of its own)."""
+    def _exit(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
 
 
 def cpu_seconds(pids: list[int]) -> float:

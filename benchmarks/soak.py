@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 from pymongo import MongoClient
 
+from benchmarks import services
 from benchmarks import soak_report as report
 from crawler.localstack import demo_site
 from crawler.localstack.demo import Worker, start_worker, stored_pages, worker_command
@@ -262,6 +263,7 @@ def soak(env: dict[str, str], crawl_id: str, plan: Plan, workdir: Path) -> Outco
 
 
 def main(argv: list[str] | None = None) -> int:
+    services.end_on_sigterm()  # a SIGTERM stops what it started, too
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     defaults = Plan()
     for name, value in asdict(defaults).items():
