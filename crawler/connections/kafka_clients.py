@@ -191,15 +191,22 @@ def kafka_producer(kafka: Kafka, *, connect_timeout: float, linger_ms: int,
 
 def kafka_consumer(kafka: Kafka, *, group_id: str, connect_timeout: float,
                    client_id: str, session_timeout_ms: int, heartbeat_interval_ms: int,
-                   max_poll_interval_ms: int) -> Any:
-    """A group consumer that never auto-commits. Blocking: call it from a thread."""
+                   max_poll_interval_ms: int, fetch_max_bytes: int | None = None) -> Any:
+    """A group consumer that never auto-commits. Blocking: call it from a thread.
+
+    *fetch_max_bytes* (``KAFKA_FETCH_MAX_BYTES`` for the frontier's) bounds the record bytes
+    one fetch brings; kafka-python's default, 50 MiB, with 1 MiB a partition, had a worker
+    that buffers a few hundred requests hold megabytes of records it would not reach for
+    minutes. A record larger than the bound still comes, alone (Kafka's fetch v3, KIP-74).
+    """
     from kafka import KafkaConsumer
 
+    fetch = {} if fetch_max_bytes is None else {"fetch_max_bytes": fetch_max_bytes}
     try:
         return KafkaConsumer(**kafka_config(
             KafkaConsumer, kafka, connect_timeout, group_id=group_id,
             client_id=client_id, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-            max_poll_interval_ms=max_poll_interval_ms))
+            max_poll_interval_ms=max_poll_interval_ms, **fetch))
     except Exception as exc:
         raise _kafka_unavailable(kafka, exc) from exc

@@ -67,6 +67,7 @@ class FrontierConfig:
     local_error_rate: float
     seed_claims: int = 16
     max_unacked: int = 2000
+    fetch_max_bytes: int = 1024 * 1024  # KAFKA_FETCH_MAX_BYTES
     close_timeout: float = 20.0
     delivery_timeout: float = 120.0
     priority_bands: tuple[int, ...] = (1,)  # KAFKA_PRIORITY_BANDS, ascending
@@ -153,6 +154,7 @@ class FrontierConfig:
                                               exclusive_min=True),
             seed_claims=config.get_int(s, "KAFKA_SEED_CLAIMS", minimum=1),
             max_unacked=config.get_int(s, "KAFKA_MAX_UNACKED", minimum=1),
+            fetch_max_bytes=config.get_int(s, "KAFKA_FETCH_MAX_BYTES", minimum=1024),
             delivery_timeout=config.get_float(s, "KAFKA_DELIVERY_TIMEOUT", minimum=1),
             priority_bands=_bands(s),
             min_share=config.get_float(s, "KAFKA_PRIORITY_MIN_SHARE", minimum=0, maximum=0.5),

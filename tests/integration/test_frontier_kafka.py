@@ -13,7 +13,7 @@ from crawler.frontier.consumer import ConsumerLoop, Record
 
 
 def _consumer_loop(
-    bootstrap: str, group: str, topic: str, name: str
+    bootstrap: str, group: str, topic: str, name: str, fetch_max_bytes: int | None = None
 ) -> tuple[ConsumerLoop, list[Record]]:
     got: list[Record] = []
 
@@ -22,7 +22,8 @@ def _consumer_loop(
 
     consumer = connection.kafka_consumer(
         bootstrap, group_id=group, connect_timeout=5, client_id=name,
-        session_timeout_ms=6000, heartbeat_interval_ms=1000, max_poll_interval_ms=60000)
+        session_timeout_ms=6000, heartbeat_interval_ms=1000, max_poll_interval_ms=60000,
+        fetch_max_bytes=fetch_max_bytes)
     loop = ConsumerLoop(consumer, [topic], buffer_size=1000, commit_interval=0.2,
                         deliver=deliver, call_from_thread=lambda f, *a: f(*a))
     return loop, got
@@ -152,3 +153,24 @@ def test_a_full_buffer_pauses_fetching(kafka_bootstrap, crawl_id, topic):
     finally:
         loop.stop()
         loop.stopped.wait(15)
+
+
+def test_a_record_larger_than_a_fetch_still_comes(kafka_bootstrap, crawl_id, topic):
+    """``KAFKA_FETCH_MAX_BYTES`` (1 MiB) bounds a fetch, not a record: the producer sends
+    records up to 1 MiB (``MAX_REQUEST_SIZE``), and one larger than the bound must come
+    alone rather than stall its partition (Kafka's fetch v3, KIP-74)."""
+    sizes = [100, 900_000, 200, 300_000, 50]
+    producer = connection.kafka_producer(kafka_bootstrap, connect_timeout=5, linger_ms=0,
+                                         client_id="big")
+    for n, size in enumerate(sizes):
+        producer.send(topic, value=bytes([65 + n]) * size, partition=0).get(timeout=10)
+    producer.close()
+    loop, got = _consumer_loop(kafka_bootstrap, f"{crawl_id}-big", topic, "a",
+                               fetch_max_bytes=64 * 1024)
+    loop.start()
+    try:
+        _wait(lambda: len(got) == len(sizes))
+        assert [len(record.value) for record in got] == sizes
+    finally:
+        loop.stop()
+        loop.stopped.wait(10)

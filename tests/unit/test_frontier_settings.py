@@ -45,10 +45,18 @@ def test_the_redis_options_are_the_shared_pool_s() -> None:
 @pytest.mark.parametrize(("name", "value"), [
     ("REDIS_MAX_CONNECTIONS", 1), ("REDIS_PARAMS", "not a dict"), ("CONNECT_TIMEOUT", 0),
     ("CRAWL_HEARTBEAT_INTERVAL", 0.01), ("KAFKA_SESSION_TIMEOUT_MS", 500),
-    ("KAFKA_LEASE_TIMEOUT", 0.5)])
+    ("KAFKA_LEASE_TIMEOUT", 0.5), ("KAFKA_FETCH_MAX_BYTES", 100)])
 def test_a_bad_value_names_its_setting(name: str, value: Any) -> None:
     with pytest.raises(SettingError, match=name):
         FrontierConfig.from_settings(settings(**{name: value}), "mem")
+
+
+def test_a_fetch_brings_a_mebibyte_of_records_by_default() -> None:
+    """kafka-python's 50 MiB (1 MiB a partition) had a worker that buffers 256 requests
+    hold megabytes of records it would not reach for minutes."""
+    assert FrontierConfig.from_settings(settings(), "mem").fetch_max_bytes == 1024 * 1024
+    cfg = FrontierConfig.from_settings(settings(KAFKA_FETCH_MAX_BYTES=65536), "mem")
+    assert cfg.fetch_max_bytes == 65536
 
 
 def test_the_frontier_needs_a_redis_url() -> None:

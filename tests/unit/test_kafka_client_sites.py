@@ -104,6 +104,7 @@ def test_the_worker_s_topics_producer_and_consumer() -> None:
     assert cfg.kafka.sasl_password == SECRET and SECRET not in repr(cfg)
     frontier_clients.connect(cfg, "w1", lambda records: None, lambda: 0)
     assert_secured(["FakeAdmin", "FakeProducer", "FakeConsumer"])
+    assert built[-1][1]["fetch_max_bytes"] == cfg.fetch_max_bytes == 1024 * 1024
 
 
 def test_the_start_up_check(monkeypatch: pytest.MonkeyPatch) -> None:
