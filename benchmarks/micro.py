@@ -41,6 +41,7 @@ from benchmarks import (
     services,
 )
 from benchmarks.micro_result import FULL, QUICK, Measurement, Sizes, fmt
+from benchmarks.report import cpu_model
 from crawler.localstack.services import redis_binary, tansu_binary
 from crawler.localstack.stack import Stack
 
@@ -93,16 +94,6 @@ def _first_line(command: list[str]) -> str:
     return text.splitlines()[0] if text else "unknown"
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def _version(name: str) -> str:
     try:
         return version(name)
@@ -112,7 +103,7 @@ def _version(name: str) -> str:
 
 def machine() -> dict[str, str]:
     return {
-        "CPU": f"{os.cpu_count()} cores, {_cpu_model()}",
+        "CPU": f"{os.cpu_count()} cores, {cpu_model()}",
         "OS": platform.platform(),
         "Python": platform.python_version(),
         "Redis": _first_line([redis_binary(), "--version"]),
