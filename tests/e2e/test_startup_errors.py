@@ -30,11 +30,12 @@ LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d [\d:]+ \[([\w.]+)\] ([A-Z]+): ")
 START = ("-a", "start_urls=http://127.0.0.1:9/")
 
 
-def crawl(env: dict[str, str], *args: str, timeout: float = 90) -> tuple[int, str, float]:
+def crawl(env: dict[str, str], *args: str, timeout: float = 90,
+          command: tuple[str, ...] = ("crawl", "site")) -> tuple[int, str, float]:
     clean = {k: v for k, v in os.environ.items()
              if k not in SERVICE_VARS and k != "SCRAPY_SETTINGS_MODULE"}
     started = time.monotonic()
-    proc = subprocess.run([str(SCRAPY), "crawl", "site", *args], cwd=REPO, env={**clean, **env},
+    proc = subprocess.run([str(SCRAPY), *command, *args], cwd=REPO, env={**clean, **env},
                           capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - started
 
@@ -73,6 +74,18 @@ def test_partial_configuration(given: dict[str, str], missing: tuple[str, ...]) 
 def test_malformed_setting(stack, name: str, value: str, right: str) -> None:
     line = the_one_error(*crawl(stack.env(), *START, "-s", f"{name}={value}")[:2])
     assert f"Setting {name}: {right}" in line, line
+
+
+def test_runspider_tells_a_malformed_setting_in_one_line(stack, tmp_path: Path) -> None:
+    """``scrapy runspider FILE`` in the project starts as ``scrapy crawl`` does; it used to
+    end a bad setting with two tracebacks (the setting's, then "Engine slot not assigned")."""
+    spider = tmp_path / "one.py"
+    spider.write_text("from scrapy import Spider\n\n\nclass One(Spider):\n"
+                      "    name = 'one'\n    start_urls = ['http://127.0.0.1:9/']\n")
+    code, out, _ = crawl(stack.env(), "-s", "KAFKA_FETCH_MAX_BYTES=10",
+                         command=("runspider", str(spider)))
+    line = the_one_error(code, out)
+    assert "Setting KAFKA_FETCH_MAX_BYTES: expected an integer >= 1024, got 10" in line, line
 
 
 @pytest.mark.parametrize("distributed", [False, True], ids=["single-node", "distributed"])
