@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from scrapy import Request
 from scrapy.settings import BaseSettings
 
+from crawler.config import defaults
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.connections.clients import request_timeout_ms
@@ -67,7 +68,7 @@ class FrontierConfig:
     local_error_rate: float
     seed_claims: int = 16
     max_unacked: int = 2000
-    fetch_max_bytes: int = 1024 * 1024  # KAFKA_FETCH_MAX_BYTES
+    fetch_max_bytes: int = defaults.KAFKA_FETCH_MAX_BYTES
     close_timeout: float = 20.0
     delivery_timeout: float = 120.0
     priority_bands: tuple[int, ...] = (1,)  # KAFKA_PRIORITY_BANDS, ascending
