@@ -1,8 +1,9 @@
 """Status-aware retries with exponential backoff, replacing Scrapy's RetryMiddleware.
 
 ``429`` and ``503`` wait what ``Retry-After`` says (capped by ``RETRY_AFTER_MAX``),
-other 5xx, ``408`` and network errors back off exponentially with full jitter,
-other statuses are not retried; ``RETRY_STATUS_OVERRIDES`` changes any of that
+other 5xx, ``408`` and network errors (Playwright's too, for a page rendered in the
+browser) back off exponentially with full jitter, other statuses are not retried;
+``RETRY_STATUS_OVERRIDES`` changes any of that
 (see :mod:`crawler.politeness.backoff`). Budgets depend on the class of failure:
 ``RETRY_LATER_TIMES`` for "come back later", ``RETRY_NETWORK_TIMES`` for network errors,
 ``RETRY_TIMES`` for the rest, all within ``RETRY_MAX_TIME`` per request. With the Kafka
@@ -49,6 +50,7 @@ from twisted.internet import error as tx
 from twisted.web.client import ResponseFailed
 
 from crawler._scrapy import TunnelError
+from crawler.browser.errors import network_category
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.frontier.config import lease_timeout
@@ -96,11 +98,13 @@ _CATEGORIES: tuple[tuple[str, tuple[type[BaseException], ...]], ...] = (
 
 
 def classify(exception: BaseException) -> str | None:
-    """The network error category of *exception*, or None: not a network error."""
+    """The network error category of *exception*, or None: not a network error. A page
+    rendered in the browser fails with Playwright's errors: see
+    :func:`crawler.browser.errors.network_category`."""
     for category, types in _CATEGORIES:
         if isinstance(exception, types):
             return category
-    return None
+    return network_category(exception)
 
 
 def strip_userinfo(url: str) -> str:

@@ -1,6 +1,7 @@
 """Browser rendering on one node, in Debian's Chromium: every page closed whatever path its
 request took, the worker's page limit over every context, a request without
-``meta["playwright"]`` through Scrapy's own handler, a missing browser told in one line, and
+``meta["playwright"]`` through Scrapy's own handler, Chromium's network errors through the
+backoff retries, a missing browser told in one line, and
 Chromium gone when its worker and Playwright's driver are killed together.
 
 Each test runs ``scrapy`` in a subprocess (its own asyncio reactor and browser) against
@@ -113,6 +114,36 @@ def test_the_worker_opens_no_more_pages_than_browser_concurrency(
     assert site.paths().count("/app.js") == site.pages  # each page's script ran
     # two contexts of two pages each would allow four
     assert site.peak == 2, site.peak
+
+
+def test_the_backoff_retries_browser_network_errors_and_only_those(
+        site: JsSite, tmp_path: Path) -> None:
+    """Chromium's own errors (``net::ERR_*``) go through the backoff retries as Scrapy's
+    network errors do: a page whose first two connections are reset is stored; a refused
+    port is retried until the network budget (``RETRY_NETWORK_TIMES``, 4) is spent; an unsafe
+    port, which every attempt would refuse alike, is not retried. One node, with the
+    middleware distributed mode switches on; ``RETRY_BACKOFF_BASE`` 0.05 s instead of 1 s
+    keeps the five attempts within a second (the delays are ``test_backoff.py``'s), and
+    ``ROBOTSTXT_OBEY`` off keeps the refused port's ``robots.txt``, retried too, out of the
+    counts."""
+    report, refused = tmp_path / "report.json", f"http://127.0.0.1:{closed_port()}/x"
+    urls = [f"{site.base}/reset/2/a", refused, "http://127.0.0.1:1/unsafe"]
+    middlewares = json.dumps({"crawler.middlewares.retry.BackoffRetryMiddleware": 550,
+                              "scrapy.downloadermiddlewares.retry.RetryMiddleware": None})
+    done = scrapy(["runspider", str(SPIDERS / "browserretry.py"),
+                   "-a", f"urls={','.join(urls)}", "-a", f"report={report}",
+                   "-s", "BROWSER_ENABLED=True", "-s", "RETRY_BACKOFF_ENABLED=True",
+                   "-s", f"DOWNLOADER_MIDDLEWARES={middlewares}",
+                   "-s", "RETRY_BACKOFF_BASE=0.05", "-s", "ROBOTSTXT_OBEY=False"], tmp_path)
+    assert done.returncode == 0 and report.exists(), done.stderr[-5000:]
+    outcome = json.loads(report.read_text())
+    reset, refusal, unsafe = (outcome["outcomes"][url] for url in urls)
+    assert reset["status"] == 200 and reset["retries"] >= 1, outcome
+    assert site.paths().count("/reset/2/a") == 3  # Chromium may make the second attempt itself
+    assert refusal == {"error": "Error", "retries": 4}, outcome
+    assert unsafe == {"error": "Error", "retries": 0}, outcome
+    assert outcome["stats"]["retry/exhausted/network"] == 1, outcome
+    assert outcome["stats"]["retry/class/network"] == reset["retries"] + 4, outcome
 
 
 def test_a_missing_browser_stops_the_crawl_in_one_line(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ script ``/app.js`` adds, 150 ms after the page has loaded, a link to each of its
 client that does not run scripts finds no link; one that reads the page as soon as it has
 loaded finds none either: it must wait for ``#ready`` (a page method). Every page answer
 is held back ``delay`` seconds. ``/status/<code>`` answers that status with a page.
+``/reset/<k>/<name>`` resets the connection (no answer, SO_LINGER 0) the first *k* times it is
+asked for, then answers a page.
 
 The server logs each request's path and ``User-Agent``, and counts the page requests in
 flight at once (:attr:`JsSite.peak`).
@@ -14,6 +16,8 @@ flight at once (:attr:`JsSite.peak`).
 from __future__ import annotations
 
 import re
+import socket
+import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,6 +41,7 @@ window.addEventListener("load", () => setTimeout(() => {
 """.replace(b"CHILDREN", str(CHILDREN).encode())
 _PAGE = re.compile(r"^/p/(\d+)$")
 _STATUS = re.compile(r"^/status/(\d{3})$")
+_RESET = re.compile(r"^/reset/(\d+)/")
 
 
 def page_html(number: int, pages: int) -> bytes:
@@ -57,8 +62,14 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/app.js":
             self._send(200, "application/javascript", SCRIPT)
             return
-        page, status = _PAGE.match(path), _STATUS.match(path)
-        if page and int(page[1]) < self.server.pages:
+        page, status, reset = _PAGE.match(path), _STATUS.match(path), _RESET.match(path)
+        if reset and self.server.paths().count(path) <= int(reset[1]):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            self.close_connection = True
+        elif reset:
+            self._send(200, "text/html", page_html(0, 0))
+        elif page and int(page[1]) < self.server.pages:
             with self.server.in_flight():
                 time.sleep(self.server.delay)
                 self._send(200, "text/html", page_html(int(page[1]), self.server.pages))
