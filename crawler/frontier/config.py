@@ -66,13 +66,13 @@ class FrontierConfig:
     heartbeat_interval: float
     local_capacity: int
     local_error_rate: float
-    seed_claims: int = 16
-    max_unacked: int = 2000
+    seed_claims: int = defaults.KAFKA_SEED_CLAIMS
+    max_unacked: int = defaults.KAFKA_MAX_UNACKED
     fetch_max_bytes: int = defaults.KAFKA_FETCH_MAX_BYTES
-    close_timeout: float = 20.0
-    delivery_timeout: float = 120.0
+    close_timeout: float = 20.0  # not a setting: seconds for the last acks, then each client
+    delivery_timeout: float = defaults.KAFKA_DELIVERY_TIMEOUT
     priority_bands: tuple[int, ...] = (1,)  # KAFKA_PRIORITY_BANDS, ascending
-    min_share: float = 0.1  # KAFKA_PRIORITY_MIN_SHARE
+    min_share: float = defaults.KAFKA_PRIORITY_MIN_SHARE
     seed_rule: SeedRule = DEFAULT  # SEED_META_KEYS, SEED_REQUEST_FIELDS
     partition_key: Callable[[Request], bytes] = field(init=False, repr=False, compare=False)
 
