@@ -12,7 +12,7 @@ import logging
 import re
 from typing import Any
 
-from crawler.connections.kafka_logs import redact_sasl
+from crawler.connections.kafka_logs import quiet_slow_steps, redact_sasl
 from crawler.connections.kafka_topics import TopicPolicy, create_missing, secure_and_check
 from crawler.connections.options import KafkaOptions
 from crawler.connections.unavailable import ServiceUnavailable
@@ -64,11 +64,13 @@ def kafka_config(client: type, kafka: Kafka, connect_timeout: float,
     """The keyword arguments of kafka-python's *client* class: the shared options, the
     client's own (*specific*), then ``KAFKA_CLIENT_PARAMS``, last: those of its keys
     that *client* knows (the admin client refuses a producer's ``acks``). The secrets are
-    kept out of kafka-python's DEBUG lines (:mod:`.kafka_logs`)."""
+    kept out of kafka-python's DEBUG lines, its slow-step warnings out of the warnings
+    (:mod:`.kafka_logs`)."""
     options = kafka_options(kafka)
     # kafka-python logs its configuration and requests at DEBUG (an OAUTHBEARER token shows
     # only in auth_bytes and raw bytes, which are always masked)
     redact_sasl(options.sasl_password, str(options.client_params.get("ssl_password") or ""))
+    quiet_slow_steps()
     known = getattr(client, "DEFAULT_CONFIG", {})
     params = {k: v for k, v in options.client_params.items() if k in known}
     return {**kafka_common(options, connect_timeout), **specific, **params}

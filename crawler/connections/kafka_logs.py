@@ -1,4 +1,5 @@
-"""Keep SASL secrets (and a TLS key's password) out of kafka-python's DEBUG lines.
+"""Keep SASL secrets (and a TLS key's password) out of kafka-python's DEBUG lines; and its
+warnings of a slow step of its own I/O thread out of a worker's warnings.
 
 kafka-python 3.0 logs every request at DEBUG: ``SaslAuthenticateRequest(...,
 auth_bytes=b'\\x00user\\x00password')`` (``kafka.net.connection``) and the raw bytes sent and
@@ -14,6 +15,14 @@ loggers pass DEBUG on (the handler, at ``LOG_LEVEL``, decides), and the message 
 produce request's DEBUG line is the repr of every record in it, hundreds of megabytes for
 the 10,000 links of one page; building it only to mask it took a worker's peak RSS from
 137 to 638 MiB (memray: 8.7 GB allocated in this filter during that crawl).
+
+kafka-python 3 also warns ``Task … ran for 0.132s (>0.100s threshold). It is blocking the
+event loop`` whenever one step of its I/O thread takes over 100 ms. In a worker that thread
+shares the GIL with the reactor thread, and a busy worker logged 6 to 10 of them a minute in
+the benchmark (steps of 0.11 to 0.13 s), each counted in ``log_count/WARNING`` and read as the
+reactor blocked.
+:func:`quiet_slow_steps` makes them DEBUG lines (the threshold is not a setting of the
+consumer or the producer).
 """
 
 from __future__ import annotations
@@ -96,3 +105,24 @@ def redact_sasl(*secrets: str) -> SaslRedactor:
         if _REDACTOR not in logger.filters:
             logger.addFilter(_REDACTOR)
     return _REDACTOR
+
+
+class SlowStepDemoter(logging.Filter):
+    """kafka-python's warning of a slow step of its I/O thread, as a DEBUG line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and _SLOW_STEP.match(str(record.msg)):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+_SLOW_STEP = re.compile(r"Task .* ran for [0-9.]+s \(>[0-9.]+s threshold\)")
+_DEMOTER = SlowStepDemoter()
+SELECTOR_LOGGER = "kafka.net.selector"
+
+
+def quiet_slow_steps() -> None:
+    """Install :class:`SlowStepDemoter` (once) on kafka-python's I/O thread's logger."""
+    logger = logging.getLogger(SELECTOR_LOGGER)
+    if _DEMOTER not in logger.filters:
+        logger.addFilter(_DEMOTER)

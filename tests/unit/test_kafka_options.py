@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -266,3 +267,29 @@ def test_where_nothing_prints_debug_kafka_python_makes_no_debug_record() -> None
         root.handlers[:] = saved[1]
         root.setLevel(saved[0])
         kafka.setLevel(saved[2])
+
+
+def test_kafka_python_s_slow_step_warning_is_a_debug_line(caplog: pytest.LogCaptureFixture
+                                                          ) -> None:
+    """kafka-python's own I/O thread, one step of which sleeps 0.15 s: its "ran for ...
+    threshold" warning (6 to 10 a minute in a busy worker, whose I/O thread shares the GIL
+    with the reactor) arrives as DEBUG; its other warnings stay warnings."""
+    from kafka.net.selector import NetworkSelector
+
+    async def slow_step() -> int:
+        time.sleep(0.15)
+        return 1
+
+    connection.kafka_config(KafkaAdminClient, options(), 5)  # installs the filter
+    net = NetworkSelector()
+    try:
+        caplog.set_level(logging.DEBUG, logger="kafka.net.selector")
+        assert net.run(slow_step) == 1
+        logging.getLogger("kafka.net.selector").warning("Task %s left RUNNING", "t")
+    finally:
+        net.close()
+    slow = [r for r in caplog.records if "threshold" in r.getMessage()]
+    assert [r.levelname for r in slow] == ["DEBUG"], caplog.text
+    assert "ran for 0.1" in slow[0].getMessage()
+    kept = [r for r in caplog.records if "left RUNNING" in r.getMessage()]
+    assert [r.levelname for r in kept] == ["WARNING"]
