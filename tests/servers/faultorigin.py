@@ -152,7 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(result.delay)
         state.write(self._entry(start, host, attempt, result))  # logged before the client knows
         if result.status is None:
-            self._reset()
+            reset(self)
         elif result.status == 200:
             self._respond(result, ROBOTS if page is None else state.site.render(page))
         else:
@@ -182,12 +182,15 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _reset(self) -> None:
-        """Close abruptly: SO_LINGER 0 makes close() send a RST, and no response at all."""
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.rfile.close()  # the fd closes only once the makefile() reader is closed too
-        self.connection.close()
-        self.close_connection = True
+
+
+def reset(handler: BaseHTTPRequestHandler) -> None:
+    """Close *handler*'s connection abruptly: SO_LINGER 0 makes close() send a RST, and no
+    response at all."""
+    handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    handler.rfile.close()  # the fd closes only once the makefile() reader is closed too
+    handler.connection.close()
+    handler.close_connection = True
 
 
 def bind(hosts: Sequence[str], port: int = 0, tries: int = 20) -> list[OriginServer]:

@@ -16,12 +16,12 @@ flight at once (:attr:`JsSite.peak`).
 from __future__ import annotations
 
 import re
-import socket
-import struct
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from servers import faultorigin
 
 CHILDREN = 3
 SCRIPT = b"""
@@ -64,9 +64,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         page, status, reset = _PAGE.match(path), _STATUS.match(path), _RESET.match(path)
         if reset and self.server.paths().count(path) <= int(reset[1]):
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
-                                       struct.pack("ii", 1, 0))
-            self.close_connection = True
+            faultorigin.reset(self)
         elif reset:
             self._send(200, "text/html", page_html(0, 0))
         elif page and int(page[1]) < self.server.pages:
