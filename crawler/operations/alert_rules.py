@@ -10,6 +10,7 @@ with the time passed in, so tests drive it with a fake clock.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,13 @@ class AlertInput:
     lag_growing: tuple[float, int, int] | None = None  # (seconds, lag at start, lag now)
 
 
+def _up(value: float, digits: int) -> float:
+    """*value* rounded up to *digits* decimals: a value over its threshold is never
+    shown as the threshold itself (10.04 s silent over a 10 s limit is 10.1, not 10.0)."""
+    scale = 10 ** digits
+    return math.ceil(round(value * scale, 6)) / scale
+
+
 def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) else 0.0
 
@@ -66,8 +74,8 @@ def _failure_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
     if rate is None or rate <= limit.failure_rate:
         return None
     return Alert("failure_rate", "warning",
-                 f"failure rate {rate:.1%} above {limit.failure_rate:.1%}",
-                 round(rate, 4), limit.failure_rate)
+                 f"failure rate {_up(rate, 3):.1%} above {limit.failure_rate:.1%}",
+                 _up(rate, 4), limit.failure_rate)
 
 
 def _lag_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
@@ -99,8 +107,8 @@ def _bloom_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
     if fill is None or fill <= limit.bloom_fill:
         return None
     return Alert("bloom_fill", "warning",
-                 f"Bloom filter {fill:.1%} full, above {limit.bloom_fill:.0%}",
-                 round(fill, 4), limit.bloom_fill)
+                 f"Bloom filter {_up(fill, 3):.1%} full, above {limit.bloom_fill:.0%}",
+                 _up(fill, 4), limit.bloom_fill)
 
 
 def _silent_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
@@ -109,11 +117,11 @@ def _silent_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
                     if is_lost(data.now, ts, limit.node_silent_seconds))
     if not silent:
         return None
-    oldest = max(data.now - beats[w] for w in silent)
+    oldest = _up(max(data.now - beats[w] for w in silent), 1)
     return Alert("node_silent", "critical",
                  f"{len(silent)} node(s) silent for more than {limit.node_silent_seconds:g}s "
-                 f"(oldest {oldest:.0f}s): {', '.join(silent)}",
-                 round(oldest, 1), limit.node_silent_seconds)
+                 f"(oldest {oldest:g}s): {', '.join(silent)}",
+                 oldest, limit.node_silent_seconds)
 
 
 def _missing_rule(data: AlertInput, limit: Thresholds) -> Alert | None:

@@ -107,6 +107,21 @@ def test_node_silent_rule():
     assert names(AlertInput(now=NOW, heartbeats=beats), Thresholds(node_silent_seconds=200)) == []
 
 
+def test_a_value_over_its_threshold_is_never_shown_as_the_threshold():
+    """Rounded to nearest, 10.04 s over a 10 s limit read 10.0 (seen in a live run)."""
+    beats = {"gone": NOW - 10.04}
+    [silent] = evaluate(AlertInput(now=NOW, heartbeats=beats),
+                        Thresholds(node_silent_seconds=10))
+    assert silent.value == 10.1 and "(oldest 10.1s)" in silent.message
+    [fill] = evaluate(AlertInput(now=NOW, bloom_fill=0.90001), LIMITS)
+    assert fill.value == 0.9001 > fill.threshold and "90.1% full" in fill.message
+    stats = {"response_received_count": 9499, "retry/failed": 501}  # 5.01 %
+    [rate] = evaluate(AlertInput(now=NOW, stats=stats), LIMITS)
+    assert rate.value == 0.0501 and "5.1% above 5.0%" in rate.message
+    [exact] = evaluate(AlertInput(now=NOW, bloom_fill=0.95), LIMITS)
+    assert exact.value == 0.95  # a value with no more digits is not pushed up
+
+
 def test_bloom_missing_rule():
     lost = {"bloom/missing": 1}
     assert names(AlertInput(now=NOW, stats={}, bloom_exists=False)) == []  # never had it
