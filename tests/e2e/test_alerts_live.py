@@ -170,7 +170,7 @@ def _check_raised(client: redis.Redis, ext: AlertsExtension, key: str) -> None:
     assert stored["node_silent"]["worker"] == ext.worker
     assert "ghost:1:aa" in stored["node_silent"]["message"]
     assert (stored["bloom_fill"]["value"], stored["bloom_fill"]["threshold"]) == (0.95, 0.9)
-    assert stored["failure_rate"]["value"] == round(5 / 15, 4)
+    assert stored["failure_rate"]["value"] == 0.3334  # 5 / 15, rounded up (docs/alerts.md)
     assert stored["proxies_low"]["severity"] == "critical"
     assert "from 10 to 30" in stored["lag_growing"]["message"]
     assert ext.crawler.stats is not None
