@@ -41,6 +41,8 @@ def test_nothing_to_report():
                          heartbeats={"w1": NOW - 30}, bloom_fill=0.9,
                          lag_growing=(600.0, 0, 0))
     assert names(healthy) == []  # every value exactly at its limit is not an alert
+    # but the lag's window is a duration: grown for exactly 10 minutes is an alert
+    assert names(AlertInput(now=NOW, lag_growing=(600.0, 0, 1))) == ["lag_growing"]
 
 
 def test_failure_rate_rule():
