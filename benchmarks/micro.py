@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.micro [--quick] [--out docs/benchmarks/micro.md]
 
-Starts its own Redis and Kafka-protocol broker (Tansu) on free loopback ports with
+Starts its own Redis and Kafka broker (Apache Kafka, one node) on free loopback ports with
 :class:`crawler.localstack.stack.Stack`, stops them by PID at the end, and measures:
 
 1. Bloom memory per URL (``MEMORY USAGE`` of a real filter) and its false-positive rate;
@@ -42,7 +42,8 @@ from benchmarks import (
 )
 from benchmarks.micro_result import FULL, QUICK, Measurement, Sizes, fmt
 from benchmarks.report import cpu_model
-from crawler.localstack.services import redis_binary, tansu_binary
+from crawler.localstack.kafka_broker import KAFKA_VERSION
+from crawler.localstack.services import java_binary, redis_binary
 from crawler.localstack.stack import Stack
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ NOTES = {
     "dominates, with large ones the bit operations do.",
     micro_frontier.FRONTIER: "One process with the worker's Sender and ConsumerLoop; an "
     "asyncio loop stands in for the reactor, the engine takes and acknowledges each "
-    "request as soon as it is decoded. Broker: Tansu with in-memory storage. Encoding, "
+    "request as soon as it is decoded. Broker: Apache Kafka, one node, its log on disk. Encoding, "
     "kafka-python's record building and parsing (pure Python) and decoding all share one "
     "core under the GIL, so producing and consuming at once costs about their sum.",
     micro_codec.CODEC: "Per call, in this process; records are what goes to Kafka.",
@@ -107,7 +108,8 @@ def machine() -> dict[str, str]:
         "OS": platform.platform(),
         "Python": platform.python_version(),
         "Redis": _first_line([redis_binary(), "--version"]),
-        "Broker": _first_line([tansu_binary(), "--version"]),
+        "Broker": f"Apache Kafka {KAFKA_VERSION} on "
+                  + _first_line([java_binary(), "-version"]),
         "Libraries": ", ".join(f"{name} {_version(name)}" for name in
                                ("redis", "kafka-python", "crc32c", "Scrapy")),
     }
