@@ -22,6 +22,7 @@ from scrapy.settings import BaseSettings
 from crawler import browser
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
+from crawler.connections.kafka_logs import CLIENT_LEVELS, client_log_level
 from crawler.operations.malloc import limit_arenas
 from crawler.security import limits
 
@@ -103,6 +104,7 @@ class DistributedAddon:
 
     def _distributed(self, settings: BaseSettings) -> None:
         limit_arenas(config.get_int(settings, "MALLOC_ARENA_MAX", minimum=0))  # before threads
+        client_log_level(config.get_choice(settings, "CLIENT_LOG_LEVEL", CLIENT_LEVELS))
         settings.set("SCHEDULER", "crawler.frontier.scheduler.KafkaScheduler", PRIORITY)
         limits.apply(settings, PRIORITY)  # bounded downloads, redirects, depth; robots.txt
         self._pipelines(settings, {

@@ -5,6 +5,7 @@ Nothing starts at import time: a test that uses none of these fixtures starts no
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 from support.demo_site import PAGES as SITE_DIR_PAGES
 
+from crawler.connections.kafka_logs import CLIENT_LOGGERS
+from crawler.localstack.kafka_cluster import KafkaCluster
 from crawler.localstack.secured import SecuredStack
 from crawler.localstack.secured_mongo import SecuredMongo, start_secured_mongod
 from crawler.localstack.stack import Stack
@@ -20,15 +23,37 @@ from crawler.localstack.stack import Stack
 DEMO_SITE_PAGES = 50
 
 
+@pytest.fixture(autouse=True)
+def _client_log_levels() -> Iterator[None]:
+    """A crawl's add-on sets the clients' loggers to CLIENT_LOG_LEVEL for its process; a
+    test's crawl must not change what the next test's caplog sees of kafka-python."""
+    saved = {name: logging.getLogger(name).level for name in CLIENT_LOGGERS}
+    yield
+    for name, level in saved.items():
+        logging.getLogger(name).setLevel(level)
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """Redis, Kafka (Tansu) and MongoDB on free loopback ports, stopped at the end."""
+    """Redis, Apache Kafka (one node) and MongoDB on free loopback ports, stopped at the end."""
     services = Stack(tmp_path_factory.mktemp("stack"))
     try:
         services.start()
         yield services
     finally:
         services.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three Apache Kafka brokers as production runs them (replication 3, min ISR 2), for the
+    tests of replication and broker failures; a test that kills a node starts it again."""
+    cluster = KafkaCluster(tmp_path_factory.mktemp("kafka3"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture
@@ -131,7 +156,7 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 GROUPS = ("unit", "integration", "e2e")
 SERVICE_FIXTURES = frozenset({"stack", "own_redis", "redis_url", "kafka_bootstrap", "mongo_uri",
-                              "secured_mongo", "secured_stack"})
+                              "secured_mongo", "secured_stack", "kafka_cluster"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -30,6 +30,7 @@ from crawler.config import readers as config
 from crawler.config.readers import SettingError, SpiderArgumentError
 from crawler.connections import clients as connection
 from crawler.connections.clients import ServiceUnavailable
+from crawler.connections.kafka_logs import CLIENT_LEVELS
 from crawler.connections.options import MongoOptions
 from crawler.dedup.backend import load_backend
 from crawler.frontier import crawllife
@@ -78,6 +79,7 @@ def preflight(settings: BaseSettings, spider_name: str) -> None:
     load_backend(settings)  # and its dedup backend (FRONTIER_DEDUP_CLASS, BLOOM_*)
     crawllife.state_ttl(settings)
     config.get_int(settings, "MALLOC_ARENA_MAX", minimum=0)  # the add-on reads it later
+    config.get_choice(settings, "CLIENT_LOG_LEVEL", CLIENT_LEVELS)  # and this one
     mongo = MongoOptions.from_settings(settings)
     with connection.quiet_client_logs():
         _run_in_thread(_reach_services(cfg, mongo))

@@ -31,6 +31,7 @@ CRAWL_ID = ""  # empty: the spider's name
 # --- start-up ---
 CONNECT_TIMEOUT = 5.0  # seconds a service may take to answer at start-up
 MALLOC_ARENA_MAX = 2  # a distributed worker's malloc arenas (glibc); 0: glibc's default
+CLIENT_LOG_LEVEL = "info"  # the lowest level of kafka-python's and pymongo's lines in the log
 
 # --- Kafka frontier ---
 KAFKA_PARTITIONS = 12

@@ -94,7 +94,7 @@ DISTRIBUTED = {"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1", "REDIS_URL": "redis://1
     ("REDIS_MAX_CONNECTIONS", 1), ("REDIS_PARAMS", "not a dict"), ("CONNECT_TIMEOUT", -1),
     ("CRAWL_HEARTBEAT_INTERVAL", 0), ("KAFKA_LEASE_TIMEOUT", 0), ("CRAWL_STATE_TTL", -1),
     ("FRONTIER_DEDUP_CLASS", "crawler.nowhere.Bloom"), ("BLOOM_ERROR_RATE", 0.9),
-    ("MALLOC_ARENA_MAX", -1)])
+    ("MALLOC_ARENA_MAX", -1), ("CLIENT_LOG_LEVEL", "chatty")])
 def test_the_preflight_reads_what_the_scheduler_reads(name: str, value: Any) -> None:
     """A bad value of any setting the scheduler reads ends the start-up before any
     service is reached (the addresses here are unreachable)."""
