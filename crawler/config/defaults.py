@@ -44,6 +44,7 @@ KAFKA_PRIORITY_BANDS: list[int] = [1]  # priority thresholds: a request topic pe
 KAFKA_PRIORITY_MIN_SHARE = 0.1  # share of a worker's requests lower bands get while they wait
 KAFKA_BUFFER_SIZE = 256  # requests buffered locally per worker
 KAFKA_FETCH_MAX_BYTES = 1024 * 1024  # record bytes one fetch brings (kafka-python: 50 MiB)
+KAFKA_GROUP_INSTANCE_ID = ""  # this worker's static group membership (KIP-345); "": none
 KAFKA_RECENT_WINDOW = 50_000  # consumed fingerprints remembered to drop a raced copy; 0 = off
 KAFKA_COMMIT_INTERVAL = 1.0  # seconds between offset commits
 KAFKA_SESSION_TIMEOUT_MS = 6000

@@ -57,7 +57,8 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Deliver,
         cfg.kafka, group_id=cfg.group_id, connect_timeout=cfg.connect_timeout,
         client_id=worker, session_timeout_ms=cfg.session_timeout_ms,
         heartbeat_interval_ms=cfg.heartbeat_interval_ms,
-        max_poll_interval_ms=cfg.max_poll_interval_ms, fetch_max_bytes=cfg.fetch_max_bytes)
+        max_poll_interval_ms=cfg.max_poll_interval_ms, fetch_max_bytes=cfg.fetch_max_bytes,
+        group_instance_id=cfg.group_instance_id or None)
     loop = ConsumerLoop(
         consumer, list(topics), buffer_size=cfg.buffer_size,
         commit_interval=cfg.commit_interval, deliver=deliver,

@@ -69,6 +69,7 @@ class FrontierConfig:
     seed_claims: int = defaults.KAFKA_SEED_CLAIMS
     max_unacked: int = defaults.KAFKA_MAX_UNACKED
     fetch_max_bytes: int = defaults.KAFKA_FETCH_MAX_BYTES
+    group_instance_id: str = defaults.KAFKA_GROUP_INSTANCE_ID  # "": dynamic membership
     close_timeout: float = 20.0  # not a setting: seconds for the last acks, then each client
     delivery_timeout: float = defaults.KAFKA_DELIVERY_TIMEOUT
     priority_bands: tuple[int, ...] = (1,)  # KAFKA_PRIORITY_BANDS, ascending
@@ -156,6 +157,7 @@ class FrontierConfig:
             seed_claims=config.get_int(s, "KAFKA_SEED_CLAIMS", minimum=1),
             max_unacked=config.get_int(s, "KAFKA_MAX_UNACKED", minimum=1),
             fetch_max_bytes=config.get_int(s, "KAFKA_FETCH_MAX_BYTES", minimum=1024),
+            group_instance_id=config.get_str(s, "KAFKA_GROUP_INSTANCE_ID").strip(),
             delivery_timeout=config.get_float(s, "KAFKA_DELIVERY_TIMEOUT", minimum=1),
             priority_bands=_bands(s),
             min_share=config.get_float(s, "KAFKA_PRIORITY_MIN_SHARE", minimum=0, maximum=0.5),
