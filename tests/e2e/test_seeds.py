@@ -90,3 +90,32 @@ def test_seed_command_reports_bad_lines_with_their_numbers(stack, crawl_id, tmp_
     values = sorted(_read_topic(env["KAFKA_BOOTSTRAP_SERVERS"], f"{crawl_id}.seeds"))
     assert values == sorted([b"http://a.test/0", b"http://a.test/1",
                              b'{"url": "http://a.test/2", "priority": 3}'])
+
+
+def test_seeds_from_librdkafka_are_crawled_and_a_malformed_one_is_dead_lettered(
+    stack, demo_site, demo_site_pages, crawl_id, tmp_path
+):
+    """A client that is not kafka-python: confluent-kafka's librdkafka producer writes seeds
+    in the documented format (a URL, or a seed's JSON) to Apache Kafka. The workers start
+    from a page that links nowhere, so every page stored was reached through those seeds."""
+    from confluent_kafka import Producer
+
+    env = {**stack.env(), "CRAWL_ID": crawl_id}
+    bootstrap = env["KAFKA_BOOTSTRAP_SERVERS"]
+    connection.ensure_topics(bootstrap, {f"{crawl_id}.{t}": 12
+                                         for t in ("requests", "seeds", "dead")},
+                             connect_timeout=5)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for value in (json.dumps({"url": demo_site + "/", "priority": 3}).encode(),
+                  (demo_site + "/p/1.html").encode(), b"not a url from librdkafka"):
+        producer.produce(f"{crawl_id}.seeds", value=value)
+    assert producer.flush(30) == 0, "librdkafka did not deliver every seed"
+    # a short idle timeout as in the test above: the wait for new seeds is not what is tested
+    cmd = worker_command(demo_site + "/nowhere", {"CRAWL_IDLE_TIMEOUT": 3})
+    with running(2, cmd, env, tmp_path) as workers:
+        assert wait_all(workers, timeout=120) == [0, 0]
+    with MongoClient(env["MONGO_URI"]) as client:
+        urls = [d["url"] for d in client["crawler"][crawl_id].find()]
+    assert sorted(urls) == sorted(site.site_urls(demo_site, demo_site_pages))
+    dead = [json.loads(v) for v in _read_topic(bootstrap, f"{crawl_id}.dead")]
+    assert len(dead) == 1 and "invalid URL 'not a url from librdkafka'" in dead[0]["reason"], dead
