@@ -15,7 +15,7 @@ from typing import Any
 from crawler.connections.kafka_logs import quiet_slow_steps, redact_sasl
 from crawler.connections.kafka_topics import TopicPolicy, create_missing, secure_and_check
 from crawler.connections.options import KafkaOptions
-from crawler.connections.unavailable import ServiceUnavailable
+from crawler.connections.unavailable import ServiceRefused, ServiceUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -95,9 +95,16 @@ def request_timeout_ms(connect_timeout: float) -> int:
 
 def _kafka_unavailable(kafka: Kafka, exc: BaseException) -> ServiceUnavailable:
     """kafka-python reports a failed TLS handshake or SASL login as a bootstrap timeout: the
-    message says which security settings to check too."""
+    message says which security settings to check too. A refusal by the broker's ACLs is
+    told as such, naming the user."""
     options = kafka_options(kafka)
     error: BaseException | str = exc
+    if type(exc).__name__.endswith("AuthorizationFailedError"):
+        user = options.sasl_username or "(no SASL user)"
+        return ServiceRefused(
+            "KAFKA_BOOTSTRAP_SERVERS", options.bootstrap, f"{type(exc).__name__} for user "
+            f"{user}", f"grant {user} the ACLs of the crawl's topics (<CRAWL_ID>.*, create, "
+            "read, write, describe configs) and group (<CRAWL_ID>.workers): docs/security.md")
     if options.security_protocol != "PLAINTEXT":
         error = (f"{exc} (KAFKA_SECURITY_PROTOCOL="
                  f"{options.security_protocol}: a refused TLS handshake or SASL login looks "

@@ -21,6 +21,18 @@ class ServiceUnavailable(RuntimeError):
         self.hint = hint or f"start it, or point {setting} at a running one"
 
 
+class ServiceRefused(ServiceUnavailable):
+    """A service answered but refused what the crawl needs (a missing ACL): one line."""
+
+    def __init__(self, setting: str, address: str, error: BaseException | str,
+                 hint: str) -> None:
+        RuntimeError.__init__(
+            self, f"The service of {setting} at {mask_url(address)} refused the crawl: "
+                  f"{scrub(str(error), address)}")
+        self.setting = setting
+        self.hint = hint
+
+
 def scrub(text: str, address: str) -> str:
     """*text* on one line, without the password of *address* should a library quote it."""
     try:

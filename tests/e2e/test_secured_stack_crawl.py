@@ -2,13 +2,13 @@
 
 The stack (:class:`crawler.localstack.secured.SecuredStack`, what ``python -m
 crawler.localstack.stack start --secured`` starts): Redis with TLS only, client certificates
-and an ACL user; mongod with ``--auth``, ``--keyFile``, TLS required and a replica set; the
-Kafka-protocol broker behind stunnel with TLS and client certificates. The workers, ``scrapy
-seed``, ``scrapy cluster status`` and ``scrapy cluster dashboard`` get only its settings (the
-environment it prints). Afterwards every log, stats dump, heartbeat and other Redis value of
-the crawl, metrics page, dashboard answer, Kafka record and MongoDB document is searched
-for the passwords and the client key. A wrong password (or certificate) for each service
-ends ``scrapy crawl`` in one line.
+and an ACL user; mongod with ``--auth``, ``--keyFile``, TLS required and a replica set; Apache
+Kafka serving TLS with client certificates, SCRAM-SHA-512 logins and ACLs. The workers,
+``scrapy seed``, ``scrapy cluster status`` and ``scrapy cluster dashboard`` get only its
+settings (the environment it prints). Afterwards every log, stats dump, heartbeat and other
+Redis value of the crawl, metrics page, dashboard answer, Kafka record and MongoDB document is
+searched for the passwords and the client key. A wrong password (or certificate) for each
+service ends ``scrapy crawl`` in one line; so does a Kafka user the ACLs allow only to read.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from test_startup_errors import START, crawl, the_one_error
 from crawler.connections.clients import kafka_config, redis_sync_client
 from crawler.connections.options import KafkaOptions
 from crawler.localstack.demo import running, stored_pages, wait_all, worker_command, worker_logs
-from crawler.localstack.secure_kafka import start_tls_kafka
+from crawler.localstack.secure_kafka import allow_crawl, start_tls_kafka
 from crawler.localstack.secured import SecuredStack
 
 pytestmark = pytest.mark.e2e
@@ -198,10 +198,12 @@ def wrong(env: dict[str, str], service: str, tmp_path: Path) -> tuple[dict[str, 
     if service == "kafka-certificate":  # the broker demands a client certificate
         return {k: v for k, v in env.items()
                 if k not in ("KAFKA_SSL_CERTFILE", "KAFKA_SSL_KEYFILE")}, "KAFKA_BOOTSTRAP_SERVERS"
+    if service == "kafka-password":  # the SCRAM-SHA-512 login is refused
+        return {**env, "KAFKA_SASL_PASSWORD": "not-the-password"}, "KAFKA_BOOTSTRAP_SERVERS"
     raise AssertionError(service)
 
 
-@pytest.mark.parametrize("service", ["redis", "mongo", "kafka-certificate"])
+@pytest.mark.parametrize("service", ["redis", "mongo", "kafka-certificate", "kafka-password"])
 def test_a_wrong_credential_ends_the_worker_in_one_line(
         secured: SecuredStack, service: str, crawl_id: str, tmp_path: Path) -> None:
     env, setting = wrong(secured.env(), service, tmp_path)
@@ -213,20 +215,22 @@ def test_a_wrong_credential_ends_the_worker_in_one_line(
         assert secret not in out
 
 
-def test_a_refused_kafka_sasl_password_ends_the_worker_in_one_line(
+def test_a_kafka_user_without_write_acls_ends_the_worker_in_one_line(
         secured: SecuredStack, crawl_id: str, tmp_path: Path) -> None:
-    """SASL_SSL against the broker with ``--authentication``: it refuses every login (it can
-    check none, see crawler.localstack.secure_kafka), as a broker refuses a wrong password."""
-    broker = start_tls_kafka(tmp_path / "sasl-kafka", authentication=True)
-    password = "a-wrong-kafka-password"
+    """A user that logs in (SCRAM-SHA-512 over TLS) but whose ACLs allow it only to read the
+    crawl's topics: the broker refuses to create them, and the worker says so in one line
+    naming the user and the ACLs it needs."""
+    password = "a-reader-password"
+    broker = start_tls_kafka(tmp_path / "sasl-kafka", users={"reader": password})
     env = {**secured.env(), "KAFKA_BOOTSTRAP_SERVERS": broker.bootstrap,
            "KAFKA_SSL_CAFILE": str(broker.pki.ca_file), "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-           "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": "crawler",
+           "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USERNAME": "reader",
            "KAFKA_SASL_PASSWORD": password, "CRAWL_ID": crawl_id}
     try:
+        allow_crawl(broker, "reader", crawl_id, write=False)
         code, out, elapsed = crawl(env, *START, "-s", "CONNECT_TIMEOUT=3")
     finally:
         broker.stop()
     line = the_one_error(code, out)
-    assert "KAFKA_BOOTSTRAP_SERVERS" in line and "KAFKA_SASL_*" in line, line
-    assert password not in out and elapsed < 30, (elapsed, out[-2000:])
+    assert "refused the crawl: TopicAuthorizationFailedError for user reader" in line, line
+    assert "ACLs" in line and password not in out and elapsed < 30, (elapsed, out[-2000:])
