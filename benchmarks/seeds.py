@@ -40,8 +40,8 @@ def write_seeds(path: Path, count: int, *, packed: bool) -> None:
 
 
 def topic_records(bootstrap: str, topic: str) -> int:
-    """The distinct records *topic* holds, read to its end (Tansu 0.6's end offsets can fall
-    short of what it holds: they are not trusted here)."""
+    """The distinct records *topic* holds, read to its end (end offsets are not trusted
+    here: Tansu 0.6, the broker this benchmark first ran on, gave them short)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     try:
         tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]

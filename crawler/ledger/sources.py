@@ -72,8 +72,8 @@ def _offsets(consumer: Any, topics: Iterable[str]) -> Offsets:
     begin = consumer.beginning_offsets(tps)
     end = consumer.end_offsets(tps)
     done = {tp: begin[tp] if committed[tp] is None else committed[tp] for tp in tps}
-    # Tansu 0.6 may say an end offset short of the records it holds (the base offset of a
-    # partition's last batch): a committed offset past it is the truer end
+    # a committed offset past the end offset is the truer end (Tansu 0.6, a broker this
+    # project ran on before Apache Kafka, said end offsets short of the records it held)
     return Offsets(written=sum(max(end[tp], done[tp]) for tp in tps),
                    committed=sum(done.values()))
 

@@ -1,7 +1,7 @@
 """The main job: a local multi-worker crawl of a bundled demo site.
 
 ``python -m crawler.localstack.demo [--workers 3] [--pages 2000] [--secured]`` starts the
-local stack (Redis, a Kafka-protocol broker, mongod; with ``--secured`` each with TLS and a
+local stack (Redis, Apache Kafka, mongod; with ``--secured`` each with TLS and a
 password, :mod:`crawler.localstack.secured`), serves a generated site on loopback,
 runs the workers as separate ``scrapy crawl site`` processes with a progress
 line, waits until every worker has exited by itself and prints a summary.
