@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.sitegen import SiteSpec
+from crawler.localstack.kafka_broker import KAFKA_VERSION
 
 if TYPE_CHECKING:
     from benchmarks.runner import Run
@@ -99,7 +100,7 @@ def _machine() -> str:
     except (OSError, IndexError):
         redis = "?"
     return (f"{os.cpu_count()} cores ({cpu_model()}), Python {platform.python_version()}, "
-            f"{platform.machine()}, redis-server {redis}")
+            f"{platform.machine()}, redis-server {redis}, Apache Kafka {KAFKA_VERSION}")
 
 
 def cpu_model() -> str:
