@@ -140,6 +140,11 @@ def ensure_topics(kafka: Kafka, topics: dict[str, int], *, connect_timeout: floa
         names = list(topics)
         if also is not None:
             names += sorted(t for t in admin.list_topics() if also.fullmatch(t) and t not in topics)
+        # A new topic's partitions reach the brokers' metadata after CreateTopics returns. A
+        # consumer that joined meanwhile was assigned none of them and rejoined; in that race
+        # kafka-python 3.0.12's group leader could hang in its SyncGroup for good (2 runs of 6
+        # on Apache Kafka 4.3), its partitions taken by the others and itself idle for ever.
+        admin.wait_for_topics(names, timeout_ms=request_timeout_ms(connect_timeout))
         described = admin.describe_topics(names)
         secure_and_check(admin, described, created, policy)
         return {d["name"]: len(d["partitions"]) for d in described}

@@ -54,6 +54,9 @@ class FakeAdmin(Recorder):
     def create_topics(self, new: list[Any], timeout_ms: int) -> None:
         self.topics.update({t.name: t.num_partitions for t in new})
 
+    def wait_for_topics(self, names: list[str], timeout_ms: int) -> None:
+        assert set(names) <= set(self.topics)
+
     def describe_topics(self, names: list[str]) -> list[dict[str, Any]]:
         return [{"name": n, "partitions": [{"partition": p, "replica_nodes": [1]}
                                            for p in range(self.topics[n])]} for n in names]
