@@ -23,11 +23,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import wait_until
+from kafka.errors import KafkaError
 from kafka_log import group_of
 from pymongo import MongoClient
 
@@ -56,8 +58,27 @@ def _victim(cluster: KafkaCluster, case: str, crawl_id: str) -> int:
 
 def _led_without(cluster: KafkaCluster, crawl_id: str, victim: int) -> bool:
     """Whether every partition of the crawl has a live leader other than *victim*."""
-    leaders = cluster.leaders([f"{crawl_id}.requests", f"{crawl_id}.seeds"])
+    try:
+        leaders = cluster.leaders([f"{crawl_id}.requests", f"{crawl_id}.seeds"])
+    except KafkaError:  # the admin client asked the dead broker: ask again
+        return False
     return victim not in leaders and -1 not in leaders
+
+
+def _failover(cluster: KafkaCluster, crawl_id: str, victim: int, storing: Callable[[], bool],
+              killed: float) -> dict[str, float]:
+    """Seconds from the kill until every crawl partition has a new leader, and until
+    *storing* holds (pages stored again), each measured on its own."""
+    took: dict[str, float] = {}
+    while len(took) < 2:
+        now = time.monotonic() - killed
+        assert now < 120, f"no failover within 120 s: {took}"
+        if "leaders" not in took and _led_without(cluster, crawl_id, victim):
+            took["leaders"] = now
+        if "stored" not in took and storing():
+            took["stored"] = now
+        time.sleep(0.2)
+    return took
 
 
 @pytest.mark.parametrize("case", ["leader", "coordinator"])
@@ -78,10 +99,7 @@ def test_a_broker_killed_mid_crawl_loses_nothing(kafka_cluster: KafkaCluster, st
             killed = time.monotonic()
             cluster.kill(victim)
             assert at_kill < PAGES - 300, "the crawl was nearly over before the kill"
-            wait_until(lambda: _led_without(cluster, crawl_id, victim), 60, "new leaders")
-            new_leaders = time.monotonic() - killed
-            wait_until(lambda: count() > at_kill + 10, 120, "pages stored after the kill")
-            resumed = time.monotonic() - killed
+            took = _failover(cluster, crawl_id, victim, lambda: count() > at_kill + 10, killed)
             time.sleep(max(0.0, killed + RESTART_AFTER - time.monotonic()))
             cluster.start_node(victim)
             codes = wait_all(workers, timeout=600)
@@ -99,6 +117,6 @@ def test_a_broker_killed_mid_crawl_loses_nothing(kafka_cluster: KafkaCluster, st
     assert report["stored"] == PAGES, report
     fetches = Counter(f.path for f in server.request_log or [] if f.path != "/robots.txt")
     print(f"kafka failover ({case}, node {victim} killed at {at_kill} pages): new leaders "
-          f"after {new_leaders:.1f} s, pages stored again after {resumed:.1f} s; "
+          f"after {took['leaders']:.1f} s, 10 more pages stored after {took['stored']:.1f} s; "
           f"{sum(fetches.values())} fetches of {PAGES} pages, "
           f"{sum(1 for n in fetches.values() if n > 1)} pages fetched more than once")
