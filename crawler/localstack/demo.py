@@ -59,11 +59,16 @@ def running(
     try:
         yield workers
     finally:
-        for worker in workers:
-            if worker.process.poll() is None:
-                worker.process.kill()
-                worker.process.wait()
-            worker.log.close()
+        stop_workers(workers)
+
+
+def stop_workers(workers: list[Worker]) -> None:
+    """Kill the *workers* still running and close every log."""
+    for worker in workers:
+        if worker.process.poll() is None:
+            worker.process.kill()
+            worker.process.wait()
+        worker.log.close()
 
 
 def wait_all(workers: list[Worker], timeout: float) -> list[int]:

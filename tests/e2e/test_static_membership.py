@@ -25,6 +25,7 @@ from crawler.localstack import demo_site as site
 from crawler.localstack.demo import (
     Worker,
     start_worker,
+    stop_workers,
     stored_pages,
     wait_all,
     worker_command,
@@ -88,11 +89,7 @@ def test_a_static_member_restarted_takes_its_partitions_back_and_nothing_moves(
         codes = wait_all(workers, timeout=600)
         text = worker_logs(workers)
     finally:
-        for worker in workers:
-            if worker.process.poll() is None:
-                worker.process.kill()
-                worker.process.wait()
-            worker.log.close()
+        stop_workers(workers)
         server.close()
     assert {k: v["partitions"] for k, v in after.items()} == {
         k: v["partitions"] for k, v in before.items()}, (before, after)

@@ -49,16 +49,21 @@ def ssl_options(bootstrap: str, ca_file: Path, **values: Any) -> KafkaOptions:
         "KAFKA_SSL_CAFILE": str(ca_file), **values}))
 
 
+def _create_and_send(kafka: KafkaOptions, topic: str, value: bytes) -> None:
+    """Create *topic* and send *value* to it with the crawler's own builders."""
+    connection.ensure_topics(kafka, {topic: 1}, connect_timeout=CONNECT_TIMEOUT)
+    producer = connection.kafka_producer(kafka, connect_timeout=CONNECT_TIMEOUT, linger_ms=5,
+                                         client_id="test-producer")
+    try:
+        producer.send(topic, key=b"k", value=value).get(timeout=20)
+    finally:
+        producer.close()
+
+
 def test_a_record_round_trips_over_tls(tls_broker: TlsKafka) -> None:
     kafka = ssl_options(tls_broker.bootstrap, tls_broker.pki.ca_file)
     topic = f"tls-{secrets.token_hex(4)}"
-    connection.ensure_topics(kafka, {topic: 1}, connect_timeout=CONNECT_TIMEOUT)
-    producer = connection.kafka_producer(kafka, connect_timeout=CONNECT_TIMEOUT, linger_ms=5,
-                                         client_id="tls-producer")
-    try:
-        producer.send(topic, key=b"k", value=b"over tls").get(timeout=20)
-    finally:
-        producer.close()
+    _create_and_send(kafka, topic, b"over tls")
     consumer = connection.kafka_consumer(
         kafka, group_id=f"{topic}.g", connect_timeout=CONNECT_TIMEOUT, client_id="tls-consumer",
         session_timeout_ms=6000, heartbeat_interval_ms=1000, max_poll_interval_ms=60000)
@@ -144,14 +149,7 @@ def test_a_sasl_login_over_tls_succeeds_within_the_users_acls(
     created and written; a topic outside the crawl's prefix is refused by the ACLs."""
     kafka = sasl_options(sasl_broker, mechanism, "crawler", PASSWORD)
     caplog.set_level(logging.DEBUG)
-    topic = f"sasl-{secrets.token_hex(4)}.requests"
-    connection.ensure_topics(kafka, {topic: 2}, connect_timeout=CONNECT_TIMEOUT)
-    producer = connection.kafka_producer(kafka, connect_timeout=CONNECT_TIMEOUT, linger_ms=5,
-                                         client_id="sasl-producer")
-    try:
-        producer.send(topic, key=b"k", value=b"logged in").get(timeout=20)
-    finally:
-        producer.close()
+    _create_and_send(kafka, f"sasl-{secrets.token_hex(4)}.requests", b"logged in")
     with pytest.raises(connection.ServiceUnavailable) as caught:
         connection.ensure_topics(kafka, {"other-crawl.requests": 1},
                                  connect_timeout=CONNECT_TIMEOUT)
