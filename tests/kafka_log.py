@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from urllib.parse import urldefrag
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+)
 
 Partition = tuple[str, int]
 
@@ -31,10 +36,20 @@ def group_of(crawl_id: str) -> str:
 
 
 def committed(bootstrap: str, group: str) -> dict[Partition, int]:
-    """The group's committed offset of every partition it has committed."""
+    """The group's committed offset of every partition it has committed. A coordinator that
+    is moving or loading (a broker just back) is asked again, for up to 30 s."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    deadline = time.monotonic() + 30
     with contextlib.closing(admin):
-        offsets = admin.list_group_offsets({group: None}).get(group, {})
+        while True:
+            try:
+                offsets = admin.list_group_offsets({group: None}).get(group, {})
+                break
+            except (NotCoordinatorError, CoordinatorLoadInProgressError,
+                    CoordinatorNotAvailableError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()
             if meta.offset is not None and meta.offset >= 0}
 

@@ -217,6 +217,14 @@ def kafka_consumer(kafka: Kafka, *, group_id: str, connect_timeout: float,
     one fetch brings; kafka-python's default, 50 MiB, with 1 MiB a partition, had a worker
     that buffers a few hundred requests hold megabytes of records it would not reach for
     minutes. A record larger than the bound still comes, alone (Kafka's fetch v3, KIP-74).
+
+    No incremental fetch sessions (KIP-227): in one, the broker leaves out of its answer a
+    partition with nothing new, and kafka-python 3.0.12 forgets a partition's high-water
+    mark when it is assigned again. After a group lost its membership (a broker frozen past
+    the session timeout) and got the same partitions back, an empty partition's high-water
+    mark stayed unknown for good, so its lag did, and the crawl never counted as drained
+    (Apache Kafka 4.3; both workers idle for 10 minutes). A full fetch names the worker's few
+    dozen partitions each time and answers for every one.
     """
     from kafka import KafkaConsumer
 
@@ -229,6 +237,7 @@ def kafka_consumer(kafka: Kafka, *, group_id: str, connect_timeout: float,
             KafkaConsumer, kafka, connect_timeout, group_id=group_id,
             client_id=client_id, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
-            max_poll_interval_ms=max_poll_interval_ms, **fetch))
+            max_poll_interval_ms=max_poll_interval_ms, enable_incremental_fetch_sessions=False,
+            **fetch))
     except Exception as exc:
         raise _kafka_unavailable(kafka, exc) from exc
