@@ -88,13 +88,19 @@ def preflight(settings: BaseSettings, spider_name: str) -> None:
 async def _reach_services(cfg: FrontierConfig, mongo: MongoOptions) -> None:
     """Reach Redis, MongoDB and Kafka at once; raise the first failure in settings order."""
     results = await asyncio.gather(
-        asyncio.to_thread(connection.check_kafka, cfg.kafka,
-                          connect_timeout=cfg.connect_timeout),
-        _reach_redis(cfg), _reach_mongo(mongo),
+        asyncio.to_thread(_reach_kafka, cfg), _reach_redis(cfg), _reach_mongo(mongo),
         return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException):
             raise result
+
+
+def _reach_kafka(cfg: FrontierConfig) -> None:
+    """Reach the brokers and create the crawl's topics, as the scheduler will a moment later:
+    a user whose ACLs refuse them (or a wrong login) is told here, in the one start-up
+    line, not in the scheduler's open and the engine's failures that follow it."""
+    connection.ensure_topics(cfg.kafka, {t: cfg.partitions for t in cfg.topics},
+                             policy=cfg.topic_policy, connect_timeout=cfg.connect_timeout)
 
 
 async def _reach_redis(cfg: FrontierConfig) -> None:

@@ -80,7 +80,8 @@ def _secure_settings(pki: TlsFiles, data: Path, client_certs: bool,
     settings = {
         "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca_file),
-        "ssl.client.auth": "required" if client_certs else "none",
+        # with the listener's prefix: on a SASL_SSL listener the bare setting is ignored (KIP-684)
+        "listener.name.secure.ssl.client.auth": "required" if client_certs else "none",
         "ssl.endpoint.identification.algorithm": "",
     }
     if users:
