@@ -36,7 +36,7 @@ from kafka.admin import (
 
 from crawler.localstack import kafka_broker as kb
 from crawler.localstack.certs import TlsFiles, make_tls_files
-from crawler.localstack.services import HOST, StackError, free_port, stop_process
+from crawler.localstack.services import HOST, SPECS, StackError, free_port, stop_process
 
 SCRAM = "SCRAM-SHA-512"
 
@@ -51,10 +51,6 @@ class TlsKafka:
     pki: TlsFiles
     process: subprocess.Popen[bytes] | None = None
     users: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def processes(self) -> list[subprocess.Popen[bytes]]:
-        return [self.process] if self.process is not None else []
 
     def stop(self) -> None:
         """Stop the process this object started (by its own handle only)."""
@@ -129,23 +125,21 @@ def start_tls_kafka(directory: Path, pki: TlsFiles | None = None, *, client_cert
             kb.broker_argv(node), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)  # outlives a local-stack command, not its ^C
     try:
-        _wait_ready(broker, log, time.monotonic() + timeout)
+        _wait_ready(broker, internal, log, time.monotonic() + timeout)
     except BaseException:
         broker.stop()
         raise
     return broker
 
 
-def _wait_ready(broker: TlsKafka, log: Path, deadline: float) -> None:
+def _wait_ready(broker: TlsKafka, internal_port: int, log: Path, deadline: float) -> None:
+    """Wait until the plaintext listener answers the local stack's own Kafka probe."""
     error: Exception | None = None
     while time.monotonic() < deadline:
         if broker.process is None or broker.process.poll() is not None:
             raise StackError(f"kafka exited while starting: {log.read_text()[-800:]}")
         try:
-            admin = KafkaAdminClient(bootstrap_servers=broker.internal, request_timeout_ms=3000,
-                                     bootstrap_timeout_ms=3000)
-            with contextlib.closing(admin):
-                admin.list_topics()
+            SPECS["kafka"].probe(internal_port)
             return
         except Exception as exc:
             error = exc
