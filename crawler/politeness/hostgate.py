@@ -5,9 +5,11 @@ request goes out only while the worker has fewer in flight to that host than its
 with a delay, no sooner than ``delay * limit / share`` seconds after the worker's previous one
 (so the cluster as a whole keeps one request per ``delay``). :meth:`HostGate.release` ends a
 request's hold when it leaves the downloader (or the engine, if it never reached the
-downloader). The shares come from :meth:`HostGate.renew`, run every ``HOSTLIMIT_INTERVAL``
-and sooner when a request waits for a host this worker holds no share of; nothing on the path
-of one request touches Redis. A share is used only until ``HOSTLIMIT_TTL`` after the renewal
+downloader). The shares come from :meth:`HostGate.renew`, run every ``HOSTLIMIT_INTERVAL``,
+and sooner when a request waits for a host this worker holds no share of, when its holds come
+down to a share that shrank, and while others hold all of a host it wants (so a worker that
+joins a crawl gets its share within a fraction of the interval); nothing on the path of one
+request touches Redis. A share is used only until ``HOSTLIMIT_TTL`` after the renewal
 that gave it was sent: a worker cut off from Redis stops starting requests (the crawl stalls,
 nothing is lost) before its entry can expire for the others.
 """
@@ -30,6 +32,8 @@ from crawler.politeness.hostlimit import Demand, HostLimitConfig, SlotStore
 logger = logging.getLogger(__name__)
 BLOCKED = math.inf  # admit(): no share free for the host until a request of it ends
 EARLY = 0.01  # seconds: the soonest a renewal asked for runs after the previous one
+RETRY = 0.05  # seconds between renewals while a wanted host is all held by others (for
+# one HOSTLIMIT_INTERVAL: the holders renew in it and give up what they hold above their share)
 
 
 def host_key(request: Request) -> str:
@@ -53,6 +57,8 @@ class HostGate:
         self._next_start: dict[str, float] = {}
         self._valid_until = 0.0
         self._asked: set[str] = set()  # the hosts the latest renewal wanted shares of
+        self._over: set[str] = set()  # hosts with more in flight than the latest grant
+        self._starved_since: float | None = None  # a wanted host all held by others since
         self._wanted = asyncio.Event()
         self._failing = False
 
@@ -85,8 +91,12 @@ class HostGate:
         left = self.in_flight[host]
         if left <= 0:
             del self.in_flight[host]
-        if left < self.grants.get(host, 0):
+        grant = self.grants.get(host, 0)
+        if left < grant:
             self._on_free(host, 1)
+        elif host in self._over and left <= grant:
+            self._over.discard(host)  # down to a shrunk share: tell the store now, so that
+            self._wanted.set()  # the worker waiting for the rest gets it (not in an interval)
 
     @property
     def holding(self) -> int:
@@ -94,15 +104,26 @@ class HostGate:
 
     # -- renewals ------------------------------------------------------------
     async def run(self) -> None:
-        """Renew every ``HOSTLIMIT_INTERVAL``, or soon after a request waits for a share."""
+        """Renew every ``HOSTLIMIT_INTERVAL``; soon after a request waits for a share or
+        this worker's holds come down to a shrunk share; and, while a host it wants is all
+        held by others, every :data:`RETRY` s for one interval, the time the holders take
+        to renew and give up what they hold above their shares (a worker joining a crawl
+        gets its share within :data:`RETRY` s of that)."""
         while True:
             try:
-                await asyncio.wait_for(self._wanted.wait(), self.cfg.interval)
+                await asyncio.wait_for(self._wanted.wait(), self.wait())
                 await asyncio.sleep(EARLY)
             except TimeoutError:
                 pass
             self._wanted.clear()
             await self.renew()
+
+    def wait(self) -> float:
+        """Seconds to the next renewal unless one is asked for sooner."""
+        since = self._starved_since
+        if since is not None and self._clock() - since < self.cfg.interval:
+            return RETRY
+        return self.cfg.interval
 
     def demands(self) -> list[Demand]:
         waiting = self._demand()
@@ -128,11 +149,22 @@ class HostGate:
             logger.info("Per-host limits renewed again")
             self._failing = False
         self._valid_until = sent + self.cfg.ttl - self.cfg.interval
+        starved = False
+        logger.info("TEMP renew %.3f %s -> %s inflight=%s", time.time(), [(d.want, d.in_flight) for d in demands], grants, dict(self.in_flight))
         for demand, grant in zip(demands, grants, strict=True):
             self._granted(demand.host, grant)
+            starved |= grant == 0 and demand.want > 0
+        if not starved:
+            self._starved_since = None
+        elif self._starved_since is None:
+            self._starved_since = sent
         self._inc("hostlimit/renewals")
 
     def _granted(self, host: str, grant: int) -> None:
+        if self.in_flight[host] > grant:
+            self._over.add(host)
+        else:
+            self._over.discard(host)
         if grant > 0:
             self.grants[host] = grant
         else:

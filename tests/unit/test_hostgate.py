@@ -14,7 +14,7 @@ from scrapy.settings import Settings
 
 from crawler.config.readers import SettingError, register_defaults
 from crawler.frontier.buffer import RequestBuffer
-from crawler.politeness.hostgate import BLOCKED, HostGate, host_key
+from crawler.politeness.hostgate import BLOCKED, RETRY, HostGate, host_key
 from crawler.politeness.hostlimit import Demand, HostLimitConfig, MemorySlotStore, fair_share
 
 CFG = HostLimitConfig(enabled=True, concurrency=8, delay=0.0, ttl=5.0, interval=0.5)
@@ -230,3 +230,51 @@ def test_a_request_blocked_while_a_renewal_was_in_flight_is_freed_by_it() -> Non
     asyncio.run(gate.renew())
     assert blocked == [BLOCKED] and gate.in_flight["a.test"] == 0
     assert freed == [("a.test", 1)]
+
+
+def test_a_holder_tells_the_store_once_its_holds_are_down_to_a_shrunk_share() -> None:
+    """A second worker's share is free only once the first one's holds are down to its new
+    share and the store knows it: the first renews then, not an interval later."""
+    clock = Clock()
+    store = MemorySlotStore(clock)
+    gate = _gate(store, clock, [], {"a.test": 8})
+    asyncio.run(gate.renew())
+    requests = [Request(f"http://a.test/{n}") for n in range(8)]
+    assert [gate.admit(r) for r in requests] == [None] * 8
+    assert store.renew_one("w2", Demand("a.test", 8, 8, 0), 5) == 0  # w1 holds all 8
+    asyncio.run(gate.renew())
+    assert gate.grants == {"a.test": 4} and not gate._wanted.is_set()
+    for request in requests[:3]:
+        gate.release(request)
+    assert not gate._wanted.is_set()  # 5 in flight: still more than its share
+    gate.release(requests[3])
+    assert gate._wanted.is_set()
+    gate._wanted.clear()
+    asyncio.run(gate.renew())
+    assert store.renew_one("w2", Demand("a.test", 8, 8, 0), 5) == 4
+
+
+def test_a_worker_whose_host_is_all_held_retries_soon_for_an_interval() -> None:
+    """The holders renew within an interval and give up what they hold above their shares:
+    the worker left out asks every RETRY s meanwhile, then at its usual pace."""
+    clock = Clock()
+    store = MemorySlotStore(clock)
+    store.renew_one("w0", Demand("a.test", 8, 8, 8), 5)
+    gate = _gate(store, clock, [], {"a.test": 2})
+    assert gate.wait() == CFG.interval
+    waits = []
+    for _ in range(4):
+        asyncio.run(gate.renew())
+        waits.append(gate.wait())
+        clock.now += 0.2
+    assert waits == [RETRY, RETRY, RETRY, CFG.interval]
+    store.renew_one("w0", Demand("a.test", 8, 6, 6), 5)
+    asyncio.run(gate.renew())
+    assert gate.grants == {"a.test": 2} and gate.wait() == CFG.interval
+    store.renew_one("w0", Demand("a.test", 8, 8, 8), 5)
+    gate.grants.clear()
+    gate.in_flight.clear()
+    clock.now += 10  # w1's entry expired; w0 holds all again: a new wait, fast again
+    store.renew_one("w0", Demand("a.test", 8, 8, 8), 5)
+    asyncio.run(gate.renew())
+    assert gate.wait() == RETRY
