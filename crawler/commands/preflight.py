@@ -34,6 +34,7 @@ from crawler.connections.kafka_logs import CLIENT_LEVELS
 from crawler.connections.options import MongoOptions
 from crawler.dedup.backend import load_backend
 from crawler.frontier import crawllife
+from crawler.frontier.clients import ensure_crawl_topics
 from crawler.frontier.config import FrontierConfig
 
 logger = logging.getLogger(__name__)
@@ -96,11 +97,10 @@ async def _reach_services(cfg: FrontierConfig, mongo: MongoOptions) -> None:
 
 
 def _reach_kafka(cfg: FrontierConfig) -> None:
-    """Reach the brokers and create the crawl's topics, as the scheduler will a moment later:
-    a user whose ACLs refuse them (or a wrong login) is told here, in the one start-up
-    line, not in the scheduler's open and the engine's failures that follow it."""
-    connection.ensure_topics(cfg.kafka, {t: cfg.partitions for t in cfg.topics},
-                             policy=cfg.topic_policy, connect_timeout=cfg.connect_timeout)
+    """Reach the brokers and create the crawl's topics (the scheduler's open takes the
+    answer): a user whose ACLs refuse them (or a wrong login) is told here, in the one
+    start-up line, not in the scheduler's open and the engine's failures that follow it."""
+    ensure_crawl_topics(cfg)
 
 
 async def _reach_redis(cfg: FrontierConfig) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,10 @@ from crawler.frontier.producer import Sender
 from crawler.frontier.transport import Channels, Deliver
 
 logger = logging.getLogger(__name__)
+#: Seconds the start-up check's answer on the topics (:func:`ensure_crawl_topics`) is taken
+#: by the scheduler's open that follows it in the same process, instead of a second round
+CHECKED_FOR = 60.0
+_checked: dict[tuple[str, ...], tuple[float, dict[str, int]]] = {}
 
 
 class KafkaTransport:
@@ -37,10 +42,7 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Deliver,
     """Create the crawl's topics if needed, then its producer and its consumer loop.
 
     Blocking: call it from a thread."""
-    counts = connection.ensure_topics(
-        cfg.kafka, {t: cfg.partitions for t in cfg.topics},
-        policy=cfg.topic_policy, connect_timeout=cfg.connect_timeout,
-        also=re.compile(re.escape(cfg.requests_topic) + r"\.\d+"))
+    counts = ensure_crawl_topics(cfg, reuse=True)
     old = sorted(set(counts) - set(cfg.topics))
     if old:
         logger.warning("Consuming %s too: priority bands of this crawl that KAFKA_PRIORITY_BANDS "
@@ -66,6 +68,28 @@ def connect(cfg: FrontierConfig, worker: str, deliver: Deliver,
         urgent=cfg.urgent_topics | set(old))
     return Channels(sender, loop, (counts[cfg.requests_topic], counts[cfg.seeds_topic]),
                     {f"{t}:{p}" for t in topics for p in range(counts[t])})
+
+
+def ensure_crawl_topics(cfg: FrontierConfig, *, reuse: bool = False) -> dict[str, int]:
+    """Create the crawl's missing topics, check the existing ones
+    (:func:`~crawler.connections.kafka_clients.ensure_topics`), and return the partition counts of
+    its topics and of the old priority bands still there.
+
+    The start-up check calls it; the scheduler's open, a moment later, calls it with
+    *reuse*: it takes that answer once, if at most :data:`CHECKED_FOR` s old, instead of a
+    second round of admin requests (and a second warning about an unsafe topic).
+    Blocking: call it from a thread."""
+    key = (connection.kafka_options(cfg.kafka).bootstrap, cfg.requests_topic, *cfg.topics)
+    checked = _checked.pop(key, None)
+    if reuse and checked is not None and time.monotonic() - checked[0] < CHECKED_FOR:
+        return checked[1]
+    counts = connection.ensure_topics(
+        cfg.kafka, {t: cfg.partitions for t in cfg.topics},
+        policy=cfg.topic_policy, connect_timeout=cfg.connect_timeout,
+        also=re.compile(re.escape(cfg.requests_topic) + r"\.\d+"))
+    if not reuse:
+        _checked[key] = (time.monotonic(), counts)
+    return counts
 
 
 def reactor_call() -> Any:

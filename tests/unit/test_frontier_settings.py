@@ -100,3 +100,26 @@ def test_the_preflight_reads_what_the_scheduler_reads(name: str, value: Any) -> 
     service is reached (the addresses here are unreachable)."""
     with pytest.raises(SettingError, match=name):
         preflight(Settings({**DISTRIBUTED, name: value}), "mem")
+
+
+def test_the_scheduler_takes_the_start_up_checks_topics_once(monkeypatch) -> None:
+    """The start-up check ensures the crawl's topics; the scheduler's open a moment later
+    takes that answer instead of a second round of admin requests, once only."""
+    from crawler.frontier import clients
+
+    calls: list[dict[str, int]] = []
+
+    def ensure(kafka: Any, topics: dict[str, int], **kwargs: Any) -> dict[str, int]:
+        calls.append(topics)
+        return dict.fromkeys(topics, 3)
+
+    monkeypatch.setattr(clients.connection, "ensure_topics", ensure)
+    cfg = FrontierConfig.from_settings(settings(), "mem")
+    counts = clients.ensure_crawl_topics(cfg)  # the start-up check
+    assert clients.ensure_crawl_topics(cfg, reuse=True) == counts and len(calls) == 1
+    clients.ensure_crawl_topics(cfg, reuse=True)  # a second open: asks the broker again
+    assert len(calls) == 2
+    clients.ensure_crawl_topics(cfg)
+    monkeypatch.setattr(clients, "CHECKED_FOR", 0.0)
+    clients.ensure_crawl_topics(cfg, reuse=True)  # too old: asks again
+    assert len(calls) == 4
