@@ -48,7 +48,7 @@ KAFKA_GROUP_INSTANCE_ID = ""  # this worker's static group membership (KIP-345);
 KAFKA_RECENT_WINDOW = 50_000  # consumed fingerprints remembered to drop a raced copy; 0 = off
 KAFKA_COMMIT_INTERVAL = 1.0  # seconds between offset commits
 KAFKA_SESSION_TIMEOUT_MS = 6000
-KAFKA_HEARTBEAT_INTERVAL_MS = 1000
+KAFKA_HEARTBEAT_INTERVAL_MS = 250  # a member learns of a rebalance (a worker joining) within this
 KAFKA_MAX_POLL_INTERVAL_MS = 300000
 KAFKA_PRODUCER_LINGER_MS = 5
 KAFKA_SEND_RETRY_BACKOFF = 1.0  # seconds before a failed send is tried again (doubles, capped)
