@@ -95,6 +95,7 @@ class ConsumerLoop:
         self._thread = threading.Thread(target=self._run, name="kafka-consumer", daemon=True)
         self.snapshot: dict[str, Any] = {"assigned": [], "lag": None, "in_flight": 0}
         self.stopped = threading.Event()
+        self.rebalanced: list[Callable[[], None]] = []  # run on the reactor after each one
 
     # -- reactor side -------------------------------------------------------
     def start(self) -> None:
@@ -169,6 +170,8 @@ class ConsumerLoop:
         logger.info("Partitions assigned: %s", _names(tps))
         if tps:
             startup.mark("join")
+        for hook in self.rebalanced:
+            self._call(hook)
 
     def _run(self) -> None:
         last_commit = time.monotonic()

@@ -114,6 +114,7 @@ class MemoryConsumer:
         self.snapshot: dict[str, Any] = {"assigned": [], "lag": None, "in_flight": 0}
         self._stopped = threading.Event()
         self.started = False
+        self.rebalanced: list[Callable[[], None]] = []
 
     @property
     def stopped(self) -> threading.Event:
@@ -146,6 +147,8 @@ class MemoryConsumer:
             self._new_epoch(tp)
         self.owned = now
         self.update_snapshot()
+        for hook in self.rebalanced:
+            hook()
 
     def lose(self, tps: Sequence[Partition]) -> None:
         """The group evicted this member (a session expiry): nothing is committed."""

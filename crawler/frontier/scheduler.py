@@ -213,6 +213,7 @@ class KafkaScheduler(Records, BaseScheduler):
             self.hosts = HostWaits(
                 self.host_limit, slots, self.worker, crawler=self.crawler, buffer=self.buffer,
                 push=self._push, wake=self._engine.wake, tasks=self._tasks)
+            self.consumer.rebalanced.append(self.hosts.gate.hurry)
 
     def _left(self, request: Request) -> None:
         if self.hosts is not None:

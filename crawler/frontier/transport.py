@@ -35,6 +35,7 @@ class Consumer(Protocol):
     taken: int  # of those, records whose lease ended or was dropped (kept by the scheduler)
     unacked_peak: int  # the most unacknowledged work seen
     snapshot: dict[str, Any]  # assigned, lag, lag_by_partition, in_flight, paused
+    rebalanced: list[Callable[[], None]]  # called (on the reactor) after each rebalance
 
     @property
     def stopped(self) -> Waitable:

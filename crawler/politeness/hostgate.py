@@ -59,6 +59,7 @@ class HostGate:
         self._asked: set[str] = set()  # the hosts the latest renewal wanted shares of
         self._over: set[str] = set()  # hosts with more in flight than the latest grant
         self._starved_since: float | None = None  # a wanted host all held by others since
+        self._hurry_until = 0.0  # renew every RETRY s until then (after a rebalance)
         self._wanted = asyncio.Event()
         self._failing = False
 
@@ -120,10 +121,17 @@ class HostGate:
 
     def wait(self) -> float:
         """Seconds to the next renewal unless one is asked for sooner."""
-        since = self._starved_since
-        if since is not None and self._clock() - since < self.cfg.interval:
+        now, since = self._clock(), self._starved_since
+        if (since is not None and now - since < self.cfg.interval) or now < self._hurry_until:
             return RETRY
         return self.cfg.interval
+
+    def hurry(self) -> None:
+        """The crawl's consumer group changed (a worker joined or left): renew every
+        :data:`RETRY` s for two intervals, so that a worker that joined gets its share of the
+        hosts this one holds as soon as it asks, not after this one's next renewal."""
+        self._hurry_until = self._clock() + 2 * self.cfg.interval
+        self._wanted.set()  # the renewal under way may be an interval off
 
     def demands(self) -> list[Demand]:
         waiting = self._demand()
@@ -150,7 +158,6 @@ class HostGate:
             self._failing = False
         self._valid_until = sent + self.cfg.ttl - self.cfg.interval
         starved = False
-        logger.info("TEMP renew %.3f %s -> %s inflight=%s", time.time(), [(d.want, d.in_flight) for d in demands], grants, dict(self.in_flight))
         for demand, grant in zip(demands, grants, strict=True):
             self._granted(demand.host, grant)
             starved |= grant == 0 and demand.want > 0

@@ -5,6 +5,7 @@ holds and renewals, the buffer's blocked requests, and the scheduler with the ga
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -278,3 +279,23 @@ def test_a_worker_whose_host_is_all_held_retries_soon_for_an_interval() -> None:
     store.renew_one("w0", Demand("a.test", 8, 8, 8), 5)
     asyncio.run(gate.renew())
     assert gate.wait() == RETRY
+
+
+def test_a_rebalance_makes_the_gate_renew_often_for_two_intervals(
+        make_worker: MakeWorker) -> None:
+    """A worker joining the crawl asks for its shares right after the rebalance; the others
+    renew every RETRY s for a while, so that they give up what it is owed without waiting
+    for their next renewal."""
+    async def main() -> None:
+        worker = make_worker(HOSTLIMIT_ENABLED=True)
+        gate = worker.scheduler.hosts.gate
+        assert gate.wait() == RETRY  # the first assignment was a rebalance too
+        gate._hurry_until = 0.0
+        assert gate.wait() == gate.cfg.interval
+        gate._wanted.clear()
+        worker.consumer.assign([])
+        assert gate.wait() == RETRY and gate._wanted.is_set()
+        gate._hurry_until = time.monotonic() - 0.001
+        assert gate.wait() == gate.cfg.interval
+
+    asyncio.run(main())
