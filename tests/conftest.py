@@ -9,9 +9,11 @@ import logging
 import re
 import secrets
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
+from helpers import in_ci
 from support.demo_site import PAGES as SITE_DIR_PAGES
 
 from crawler.connections.kafka_logs import CLIENT_LOGGERS
@@ -178,3 +180,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if misplaced:
         raise pytest.UsageError("unit tests use no services; move these to tests/integration: "
                                 + "; ".join(misplaced))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Under CI=true nothing skips: a skip there (a missing binary or extra, a test's own
+    ``pytest.skip``) is reported as a failure that says why, not as a quiet ``s``."""
+    outcome: Any = yield
+    _fail_a_skip_in_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+    """The same for a whole module skipped while it is collected."""
+    outcome: Any = yield
+    _fail_a_skip_in_ci(outcome.get_result())
+
+
+def _fail_a_skip_in_ci(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if in_ci() and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, where every test must run: {reason}"

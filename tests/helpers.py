@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import time
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -50,6 +51,15 @@ def missing(what: str) -> NoReturn:
 def require(found: object, what: str) -> None:
     """Go on when *found* is truthy (a path, a module); else :func:`missing` (*what*)."""
     if not found:
+        missing(what)
+
+
+def module_or_missing(name: str, what: str) -> Any:
+    """The module *name*; if it cannot be imported, :func:`missing` (*what*): a skip
+    locally, a failure when CI=true (``pytest.importorskip`` skips there too)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
         missing(what)
 
 

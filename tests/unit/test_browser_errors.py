@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import pytest
+from helpers import module_or_missing
 
 from crawler.browser.errors import network_category
 from crawler.middlewares.retry import classify
 
-errors = pytest.importorskip("playwright._impl._errors", reason="playwright (browser extra)")
+errors = module_or_missing("playwright._impl._errors", "playwright (the browser extra)")
 
 
 @pytest.mark.parametrize(("message", "category"), [

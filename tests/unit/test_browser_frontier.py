@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from conftest import REQUESTS, MakeWorker, put, settle
+from helpers import module_or_missing
 from scrapy import Request
 
-PageMethod = pytest.importorskip("scrapy_playwright.page").PageMethod
+PageMethod = module_or_missing("scrapy_playwright.page",
+                               "scrapy-playwright (the browser extra)").PageMethod
 
 
 def rendered(url: str) -> Request:

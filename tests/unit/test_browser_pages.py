@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from helpers import module_or_missing
 from scrapy import Request, Spider, signals
 from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
@@ -183,7 +184,8 @@ def test_the_pages_hear_every_request_leave_from_the_moment_the_spider_opens() -
 
 
 def test_the_method_the_handler_overrides_is_still_scrapy_playwrights() -> None:
-    handler = pytest.importorskip("scrapy_playwright.handler")
+    handler = module_or_missing("scrapy_playwright.handler",
+                                "scrapy-playwright (the browser extra)")
     base = handler.ScrapyPlaywrightDownloadHandler
     assert inspect.iscoroutinefunction(base._create_page)
     assert list(inspect.signature(base._create_page).parameters) == ["self", "request", "spider"]

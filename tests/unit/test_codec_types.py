@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from conftest import DEAD, REQUESTS, MakeWorker, MemSpider
+from helpers import module_or_missing
 from scrapy import Request, Spider
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
@@ -349,10 +350,9 @@ def test_a_callback_that_is_not_a_spider_method_is_named(kwargs: dict[str, Any],
 
 
 def _page_method() -> Any:
-    page = pytest.importorskip(
-        "scrapy_playwright.page",
-        reason="scrapy-playwright is not installed (pip install scrapy-playwright, the browser "
-               "extra): the PageMethod tests need it")
+    page = module_or_missing(
+        "scrapy_playwright.page", "scrapy-playwright is not installed (pip install "
+        "scrapy-playwright, the browser extra): the PageMethod tests need it")
     return page.PageMethod
 
 
