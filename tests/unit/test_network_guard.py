@@ -191,3 +191,19 @@ def test_distributed_mode_bounds_scrapys_limits_and_a_project_value_wins() -> No
     assert local.getint("DEPTH_LIMIT") == 0
     assert "crawler.middlewares.network.NetworkGuardMiddleware" in \
         local.getdict("DOWNLOADER_MIDDLEWARES")
+
+
+def test_the_documented_limits_are_these_numbers() -> None:
+    """docs/security.md's numbers, as literals: the test above reads them back from the code
+    that sets them, which would pass whatever that code said."""
+    from crawler import settings as project
+
+    settings = Settings(SERVICES)
+    DistributedAddon().update_settings(settings)
+    assert settings.getint("DOWNLOAD_MAXSIZE") == 33_554_432  # 32 MiB
+    assert settings.getint("DOWNLOAD_WARNSIZE") == 4_194_304  # 4 MiB
+    assert settings.getint("REDIRECT_MAX_TIMES") == 10
+    assert settings.getint("DEPTH_LIMIT") == 32
+    assert settings.getint("URLLENGTH_LIMIT") == 2083
+    assert settings.getbool("ROBOTSTXT_OBEY") is True
+    assert project.DOWNLOAD_TIMEOUT == 30  # the project's; Scrapy's is 180
