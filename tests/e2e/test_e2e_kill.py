@@ -175,7 +175,10 @@ def test_kills_at_start_up_in_a_rebalance_and_while_draining(
     left = kc.rng.randint(100, 300)
     # gives up once the crawl is over: every page stored, or the workers exited (pages lost)
     over = lambda: _stored(kc) == PAGES or not kc.alive()  # noqa: E731
-    _kill_holder(kc, "draining", lambda: _stored(kc) >= PAGES - left, give_up=over)
+    # the kill must happen: a crawl that ended first used to pass without it
+    assert _kill_holder(kc, "draining", lambda: _stored(kc) >= PAGES - left, give_up=over), (
+        f"no worker held work in the last {left} pages: the draining kill did not happen "
+        f"(KILL_SEED={kc.seed})")
     _wait(kc, lambda: (_stored(kc) == PAGES and kc.drained()) or not kc.alive(),
           "every page stored and the crawl drained")
     if kc.alive():
