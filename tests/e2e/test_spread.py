@@ -10,6 +10,7 @@ the crawl drained (the default, 30 s, would make each run half a minute longer).
 
 from __future__ import annotations
 
+import itertools
 import re
 import signal
 from pathlib import Path
@@ -83,3 +84,38 @@ def test_the_limit_holds_and_nothing_is_lost_when_a_worker_is_killed(
     assert len(_pages_of_site(server)) == PAGES
     fetched = [_fetched(Path(w.log.name)) for w in survivors]
     assert all(n >= 0.2 * PAGES for n in fetched), f"pages fetched per survivor: {fetched}"
+
+
+DELAY = 0.1  # seconds: DOWNLOAD_DELAY, the delay under test
+DELAY_PAGES = 200
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a known defect: the cluster keeps one request per DOWNLOAD_DELAY on average, but each "
+    "worker spaces only its own (delay * limit / share), so two workers' requests can come "
+    "milliseconds apart (99 of 199 gaps under 0.1 s, the smallest 3 ms, on 2026-12-06). "
+    "docs/politeness.md; strict: this test fails once the gate keeps the gap"))
+def test_three_workers_keep_the_hosts_delay_between_any_two_requests(
+        stack, tmp_path_factory, crawl_id, tmp_path):
+    """``DOWNLOAD_DELAY`` is the host's, not each worker's: the origin logs every arrival,
+    and no two requests to the host, from whichever workers, come closer than the delay
+    (robots.txt, fetched once per worker around the gate, is left out)."""
+    directory = tmp_path_factory.mktemp("delay-site")
+    demo_site.generate(directory, DELAY_PAGES)
+    server = counting.serve(directory, latency=0.0)
+    env = {**stack.env(), "CRAWL_ID": crawl_id}
+    settings = {**SETTINGS, "DOWNLOAD_DELAY": DELAY}
+    try:
+        with running(3, worker_command(server.base_url + "/", settings), env, tmp_path) as ws:
+            assert wait_all(ws, timeout=300) == [0, 0, 0]
+    finally:
+        server.close()
+    fetched = [_fetched(Path(w.log.name)) for w in ws]
+    assert sum(1 for n in fetched if n > 1) >= 2, f"one worker did it all: {fetched}"
+    starts = sorted(s for s, _e, path in server.intervals if path != counting.ROBOTS)
+    assert len(starts) >= DELAY_PAGES
+    gaps = sorted(b - a for a, b in itertools.pairwise(starts))
+    close = [round(g, 3) for g in gaps if g < DELAY * 0.98]  # 2%: the server threads' jitter
+    assert not close, (f"{len(close)} of {len(gaps)} gaps under the {DELAY} s delay, the "
+                       f"smallest {close[:5]}; pages fetched per worker {fetched}")
+    assert stored_pages(env["MONGO_URI"], "crawler", crawl_id) == (DELAY_PAGES, DELAY_PAGES)
