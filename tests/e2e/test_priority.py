@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from helpers import wait_until
+from helpers import SHORT_IDLE, wait_until
 from kafka import KafkaProducer
 from scrapy import Request
 
@@ -28,9 +28,11 @@ PARTITIONS = 12  # KAFKA_PARTITIONS' default: the topics as a worker would creat
 class _Origin(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     fetched: dict[str, float]
+    latency = 0.0  # seconds before each answer
 
     def do_GET(self) -> None:
         self.fetched.setdefault(self.path, time.monotonic())
+        time.sleep(self.latency)
         body = b"<html><head><title>leaf</title></head><body>no links</body></html>"
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
@@ -43,9 +45,9 @@ class _Origin(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def _origin() -> Iterator[tuple[str, dict[str, float]]]:
+def _origin(latency: float = 0.0) -> Iterator[tuple[str, dict[str, float]]]:
     fetched: dict[str, float] = {}
-    handler = type("Origin", (_Origin,), {"fetched": fetched})
+    handler = type("Origin", (_Origin,), {"fetched": fetched, "latency": latency})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -77,7 +79,7 @@ def test_high_priority_seeds_overtake_the_backlog_of_every_worker(stack, crawl_i
     with _origin() as (base, fetched):
         _backlog(bootstrap, crawl_id, base)
         low = lambda: sum(p.startswith("/low/") for p in list(fetched))  # noqa: E731
-        with running(2, worker_command(base + "/start", {}), env, tmp_path) as workers:
+        with running(2, worker_command(base + "/start", SHORT_IDLE), env, tmp_path) as workers:
             wait_until(lambda: low() >= 300, 120, "the workers to be into the backlog")
             producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
             injected = time.monotonic()
