@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +49,25 @@ def _localhost_is_ipv4_only() -> bool:
     return all(info[4][0].startswith("127.") for info in infos)
 
 
-def test_seeds_links_and_redirects_to_a_blocked_network_never_connect(
-        stack: Any, crawl_id: str, tmp_path: Path) -> None:
+@dataclass
+class _Run:
+    accepted: list[tuple[str, int]]  # the connections the listener took
+    urls: list[str]  # stored
+    ledger: dict[str, Any]
+    logs: str
+    base: str
+
+
+def _crawl(stack: Any, crawl_id: str, tmp_path: Path, blocked: str) -> _Run:
+    """Two workers crawl the guard site with ``BLOCKED_NETWORKS=blocked``; the listener's
+    URLs are seeded (``scrapy seed``) once the workers are open, and linked and redirected
+    to by the site."""
     listener = Listener().start()
     target = f"http://127.0.0.1:{listener.port}"
     site = GuardSite(target).start()
     env = {**stack.env(), "CRAWL_ID": crawl_id}
     cmd = [sys.executable, "-m", "scrapy", "crawl", "site", "-a", f"start_urls={site.base}/",
-           "-s", f"BLOCKED_NETWORKS={BLOCKED}"]
+           "-s", f"BLOCKED_NETWORKS={blocked}", "-s", "CRAWL_IDLE_TIMEOUT=3"]  # SHORT_IDLE
     client = redis.Redis.from_url(env["REDIS_URL"])
     try:
         with running(2, cmd, env, tmp_path / "logs") as workers:
@@ -69,18 +81,35 @@ def test_seeds_links_and_redirects_to_a_blocked_network_never_connect(
             assert wait_all(workers, timeout=240) == [0, 0], worker_logs(workers)[-5000:]
         report = _scrapy(["cluster", "report", crawl_id, "--json"], env)
         assert report.returncode == 0, report.stderr[-3000:]
-        ledger = json.loads(report.stdout)
-        logs = worker_logs(workers)
         items = MongoClient(env["MONGO_URI"])["crawler"][crawl_id]
         urls = sorted(doc["url"] for doc in items.find({}, {"url": 1}))
+        return _Run(listener.accepted, urls, json.loads(report.stdout),
+                    worker_logs(workers), site.base)
     finally:
         site.stop()
         listener.stop()
-    assert listener.accepted == [], (listener.accepted, logs[-3000:])
-    assert urls == sorted(f"{site.base}{path}" for path in PAGES), urls
+
+
+def test_seeds_links_and_redirects_to_a_blocked_network_never_connect(
+        stack: Any, crawl_id: str, tmp_path: Path) -> None:
+    run = _crawl(stack, crawl_id, tmp_path, BLOCKED)
+    ledger, logs = run.ledger, run.logs
+    assert run.accepted == [], (run.accepted, logs[-3000:])
+    assert run.urls == sorted(f"{run.base}{path}" for path in PAGES), run.urls
     # seeded, mapped, linked, mapped-link and the redirect of /r: IP literals, refused before
     # they are sent; the two localhost ones: refused when their name resolved to 127.0.0.1
     expected = 7 if _localhost_is_ipv4_only() else 5
     assert ledger["dropped"].get("blocked_network", 0) >= expected, ledger
     assert ledger["finished"] is True and ledger["unaccounted"] == 0, ledger
     assert "is in the blocked network 127.0.0.0/8" in logs, logs[-3000:]
+
+
+def test_the_same_crawl_reaches_the_listener_where_the_guard_allows_it(
+        stack: Any, crawl_id: str, tmp_path: Path) -> None:
+    """The control: with the default BLOCKED_NETWORKS (loopback open) the same seeds, links
+    and redirect reach the listener, so the test above sees the guard at work, not a
+    listener nothing could reach."""
+    run = _crawl(stack, crawl_id, tmp_path, ",".join(defaults.BLOCKED_NETWORKS))
+    assert len(run.accepted) >= 5, (run.accepted, run.logs[-3000:])
+    assert run.ledger["dropped"].get("blocked_network", 0) == 0, run.ledger
+    assert run.ledger["finished"] is True and run.ledger["unaccounted"] == 0, run.ledger
