@@ -9,8 +9,8 @@ import logging
 import re
 import secrets
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import in_ci
@@ -156,7 +156,7 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         server.close()
 
 
-GROUPS = ("unit", "integration", "e2e")
+GROUPS = ("unit", "integration", "e2e", "bench")
 SERVICE_FIXTURES = frozenset({"stack", "own_redis", "redis_url", "kafka_bootstrap", "mongo_uri",
                               "secured_mongo", "secured_stack", "kafka_cluster"})
 

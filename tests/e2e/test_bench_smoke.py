@@ -7,7 +7,6 @@ report was written; never a speed (speed is what ``./run bench`` reports).
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import shutil
 import signal
@@ -15,23 +14,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import require
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _bench(tmp_path: Path, module: str, args: list[str], timeout: float) -> tuple[Any, str]:
-    """Run ``python -m <module> <args>`` into ``tmp_path/report``: its results.json, and
-    what it printed."""
-    out = tmp_path / "report"
-    result = subprocess.run(
-        [sys.executable, "-m", module, *args, "--workdir", str(tmp_path / "work"),
-         "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=timeout)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return json.loads((out / "results.json").read_text()), result.stdout
+from helpers import REPO, require, run_bench_module
 
 
 @pytest.mark.timeout(600)
@@ -40,7 +25,7 @@ def test_the_benchmark_runs_every_crawler_over_a_small_site(tmp_path: Path) -> N
         pytest.fail("nginx is missing: ./run tests installs nginx-light")
     require(importlib.util.find_spec("scrapy_redis"), "./run tests installs scrapy-redis")
     out = tmp_path / "report"
-    data, _ = _bench(tmp_path, "benchmarks.runner",
+    data, _ = run_bench_module(tmp_path, "benchmarks.runner",
                      ["--pages", "300", "--rounds", "1", "--profile", "--join"], 580)
     runs = {run["config"]: run for run in data["runs"]}
     assert set(runs) == {"stock", "worker1", "worker2", "scrapy-redis"}
@@ -57,45 +42,6 @@ def test_the_benchmark_runs_every_crawler_over_a_small_site(tmp_path: Path) -> N
     assert "## A worker's start-up, by part" in report and "a worker joining a crawl" in report
     assert "## Where a worker's CPU goes, by component" in report
     assert (out / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.mark.timeout(300)
-def test_the_growth_benchmark_crawls_both_sizes_and_reports_the_change(tmp_path: Path) -> None:
-    data, printed = _bench(tmp_path, "benchmarks.growth",
-                           ["--sizes", "200,600", "--every", "100"], 280)
-    assert [row["pages"] for row in data["rows"]] == [200, 600]
-    large = data["rows"][1]
-    assert [point[0] for point in large["series"]] == list(range(100, 601, 100))
-    assert all(point[1] > 0 and point[2] > 0 for point in large["series"])
-    assert large["after_warmup"] is not None and isinstance(data["met"], bool)
-    assert "the larger crawl against the smaller" in printed
-
-
-@pytest.mark.timeout(900)
-def test_the_hostile_benchmark_runs_its_three_crawls(tmp_path: Path) -> None:
-    """benchmarks/hostile.py over 20 pages: every crawl ends, is measured and reported; only
-    the friendly crawl must store every page (the hostile ones show what the pool does)."""
-    out = tmp_path / "report"
-    data, printed = _bench(tmp_path, "benchmarks.hostile", ["--pages", "20", "--timeout", "240"],
-                           880)
-    runs = {run["crawl"]: run for run in data["runs"]}
-    assert set(runs) == {"a-hostile-mixed", "b-hostile-healthy", "c-friendly-healthy"}
-    for run in runs.values():
-        assert run["dumps"] == 2 and run["exit_codes"] == [0, 0], run
-        assert run["stored"] + len(run["missing"]["pages"]) == 20 and run["duplicates"] == 0
-        assert any(key.startswith("proxy/") for key in run["stats"]), run["stats"]
-    assert runs["c-friendly-healthy"]["stored"] == 20
-    assert data["site"]["pages_503x3"] == [13, 15, 16]  # seed 1's first 20 pages
-    assert "| a-hostile-mixed | 1 |" in (out / "report.md").read_text()
-    assert "longest gap s" in printed  # the table is printed too
-
-
-def test_the_seed_benchmark_runs_small() -> None:
-    """``benchmarks.seeds`` with 20,000 seeds: every seed in the topic, plain and gzip."""
-    result = subprocess.run([sys.executable, "-m", "benchmarks.seeds", "--seeds", "20000"],
-                            cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert result.stdout.count("topic holds 20,000") == 2, result.stdout
 
 
 def _descendants(pid: int) -> dict[int, str]:
