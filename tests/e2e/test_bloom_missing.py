@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import wait_until
+from helpers import SHORT_IDLE, wait_until
 
 from crawler.connections.clients import redis_client
 from crawler.connections.redis_errors import is_transient
@@ -116,7 +116,7 @@ def test_flushall_mid_crawl_pauses_the_workers(stack, crawl_id: str, tmp_path: P
         with server.lock:  # type: ignore[attr-defined]
             return Counter(fetches)
 
-    settings: dict[str, object] = {}  # the defaults: both workers share the one host
+    settings = SHORT_IDLE  # else the defaults: both workers share the one host
     try:
         with running(2, worker_command(server.base_url + "/", settings), env,
                      tmp_path / "logs") as workers:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import wait_until, worker_with
+from helpers import SHORT_IDLE, wait_until, worker_with
 from pymongo import MongoClient
 from redis import Redis
 from servers.faultorigin import Faults, read_log, scenario, site_urls, start_origin
@@ -97,7 +97,8 @@ def test_a_hostile_origin_behind_proxies_loses_nothing(stack, crawl_id, tmp_path
     origin_log = tmp_path / "origin.jsonl"
     origin, base = start_origin(PAGES, origin_log, hosts=HOSTS, faults=FAULTS, seed=SEED)
     with start_proxies(tmp_path / "proxies") as proxies, origin:
-        cmd = worker_command(base + "/", {"ROTATING_PROXY_LIST": ",".join(proxies.all)})
+        cmd = worker_command(base + "/", {"ROTATING_PROXY_LIST": ",".join(proxies.all),
+                                          **SHORT_IDLE})
         cmd += ["-a", "allowed_domains=" + ",".join(HOSTS)]
         with running(2, cmd, env, tmp_path / "logs") as workers:
             if kill:

@@ -10,7 +10,7 @@ import os
 import random
 
 import redis
-from helpers import wait_until
+from helpers import SHORT_IDLE, wait_until
 from servers.testproxies import start_proxies
 
 from crawler.connections.clients import redis_client
@@ -73,7 +73,7 @@ def test_requests_keep_flowing_through_proxies_after_the_proxy_set_is_deleted(
         # RATELIMIT_RATE: slows this 50-page crawl to ~5 pages/s, so that the DEL lands
         # mid-crawl (the default has no rate limit)
         cmd = worker_command(demo_site + "/", {"ROTATING_PROXY_LIST": ",".join(proxies.healthy),
-                                               "RATELIMIT_RATE": 5})
+                                               "RATELIMIT_RATE": 5, **SHORT_IDLE})
         with running(1, cmd, env, tmp_path / "logs") as workers:
             def started() -> bool:
                 return client.exists(members) == 1 and stored_pages(

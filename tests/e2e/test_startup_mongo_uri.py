@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from helpers import tracebacks_outside_kafka
+from helpers import SHORT_IDLE, tracebacks_outside_kafka
 
 from crawler.config.readers import mask_url
 from crawler.localstack.certs import make_tls_files
@@ -66,7 +66,7 @@ def test_a_crawl_through_auth_and_tls(stack, secured_mongo: SecuredMongo, demo_s
                                       tmp_path: Path) -> None:
     uri = secured_mongo.uri(hosts=[f"{HOST}:{free_port()}"])
     env = {**os.environ, **stack.env(), "MONGO_URI": uri, "CRAWL_ID": crawl_id}
-    with running(1, worker_command(demo_site + "/", {}), env, tmp_path) as workers:
+    with running(1, worker_command(demo_site + "/", SHORT_IDLE), env, tmp_path) as workers:
         codes = wait_all(workers, timeout=600)
         log = worker_logs(workers)
     assert codes == [0], log[-3000:]
