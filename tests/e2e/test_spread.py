@@ -45,16 +45,23 @@ def _pages_of_site(server: counting.CountingServer) -> set[str]:
     return set(server.page_paths())
 
 
-def test_three_workers_share_one_host_within_the_cluster_limit(
-        stack, big_site, crawl_id, tmp_path):
-    server = counting.serve(big_site, latency=LATENCY)
-    env = {**stack.env(), "CRAWL_ID": crawl_id}
+def _three_workers(site: Path, latency: float, settings: dict[str, object],
+                   env: dict[str, str], tmp_path: Path) -> tuple[counting.CountingServer,
+                                                                 list[int]]:
+    """Three workers crawl *site* to its end; the origin, and the pages each fetched."""
+    server = counting.serve(site, latency=latency)
     try:
-        with running(3, worker_command(server.base_url + "/", SETTINGS), env, tmp_path) as ws:
+        with running(3, worker_command(server.base_url + "/", settings), env, tmp_path) as ws:
             assert wait_all(ws, timeout=300) == [0, 0, 0]
     finally:
         server.close()
-    fetched = [_fetched(Path(w.log.name)) for w in ws]
+    return server, [_fetched(Path(w.log.name)) for w in ws]
+
+
+def test_three_workers_share_one_host_within_the_cluster_limit(
+        stack, big_site, crawl_id, tmp_path):
+    env = {**stack.env(), "CRAWL_ID": crawl_id}
+    server, fetched = _three_workers(big_site, LATENCY, SETTINGS, env, tmp_path)
     assert all(n >= 0.2 * PAGES for n in fetched), f"pages fetched per worker: {fetched}"
     assert sum(fetched) >= PAGES
     peak = server.peak()
@@ -102,15 +109,9 @@ def test_three_workers_keep_the_hosts_delay_between_any_two_requests(
     (robots.txt, fetched once per worker around the gate, is left out)."""
     directory = tmp_path_factory.mktemp("delay-site")
     demo_site.generate(directory, DELAY_PAGES)
-    server = counting.serve(directory, latency=0.0)
     env = {**stack.env(), "CRAWL_ID": crawl_id}
     settings = {**SETTINGS, "DOWNLOAD_DELAY": DELAY}
-    try:
-        with running(3, worker_command(server.base_url + "/", settings), env, tmp_path) as ws:
-            assert wait_all(ws, timeout=300) == [0, 0, 0]
-    finally:
-        server.close()
-    fetched = [_fetched(Path(w.log.name)) for w in ws]
+    server, fetched = _three_workers(directory, 0.0, settings, env, tmp_path)
     assert sum(1 for n in fetched if n > 1) >= 2, f"one worker did it all: {fetched}"
     starts = sorted(s for s, _e, path in server.intervals if path != counting.ROBOTS)
     assert len(starts) >= DELAY_PAGES
