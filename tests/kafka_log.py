@@ -7,17 +7,30 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urldefrag
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
-from kafka.errors import (
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
-    NotCoordinatorError,
-)
+from kafka.errors import RetriableError
 
 Partition = tuple[str, int]
+T = TypeVar("T")
+RETRY_FOR = 30.0  # seconds a broker just back (thawed, restarted) may answer "not yet"
+
+
+def _retried(call: Callable[[], T]) -> T:
+    """*call*, asked again while the broker answers with a retriable error (a coordinator
+    moving or loading, metadata without brokers just after a freeze), for up to RETRY_FOR."""
+    deadline = time.monotonic() + RETRY_FOR
+    while True:
+        try:
+            return call()
+        except RetriableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 @dataclass(frozen=True)
@@ -36,20 +49,11 @@ def group_of(crawl_id: str) -> str:
 
 
 def committed(bootstrap: str, group: str) -> dict[Partition, int]:
-    """The group's committed offset of every partition it has committed. A coordinator that
-    is moving or loading (a broker just back) is asked again, for up to 30 s."""
+    """The group's committed offset of every partition it has committed. A broker just back
+    is asked again while it answers "not yet" (:func:`_retried`)."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
-    deadline = time.monotonic() + 30
     with contextlib.closing(admin):
-        while True:
-            try:
-                offsets = admin.list_group_offsets({group: None}).get(group, {})
-                break
-            except (NotCoordinatorError, CoordinatorLoadInProgressError,
-                    CoordinatorNotAvailableError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        offsets = _retried(lambda: admin.list_group_offsets({group: None}).get(group, {}))
     return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()
             if meta.offset is not None and meta.offset >= 0}
 
@@ -72,7 +76,7 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Entry]
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                              enable_auto_commit=False, request_timeout_ms=10000)
     with contextlib.closing(consumer):
-        parts = consumer.partitions_for_topic(topic) or set()
+        parts = _retried(lambda: consumer.partitions_for_topic(topic)) or set()
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
