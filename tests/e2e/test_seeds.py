@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -60,7 +61,10 @@ def test_seeds_from_any_client_dedup_and_dead_letters(
     assert sorted(urls) == sorted(site.site_urls(demo_site, demo_site_pages))
     requests = [json.loads(v) for v in _read_topic(bootstrap, f"{crawl_id}.requests")
                 if v.startswith(b'{"url"')]
-    index = [r for r in requests if r["url"] == demo_site + "/"]
+    # the requests seeds became (a page's link to "/" has a Referer: it may race the seed
+    # across workers, crawled twice and stored once, bloom/race_duplicates in docs/delivery.md)
+    index = [r for r in requests if r["url"] == demo_site + "/"
+             and b"Referer" not in {base64.b64decode(k) for k in r["headers"]}]
     assert len(index) == 1, "four seeds of the same URL were seeded more than once"
     dead = [json.loads(v) for v in _read_topic(bootstrap, f"{crawl_id}.dead")]
     assert len(dead) == 7
