@@ -172,7 +172,10 @@ def test_kills_at_start_up_in_a_rebalance_and_while_draining(
     under_way = int(PAGES * kc.rng.uniform(0.2, 0.5))
     _wait(kc, lambda: _stored(kc) >= under_way, "the crawl under way")
     _rebalance_kill(kc)
-    left = kc.rng.randint(100, 300)
+    # the crawl's tail: its last 300-700 pages, two seconds and more at its pace, so that a
+    # heartbeat (one a second) shows a worker holding work in it (the last 100-300 were
+    # over within a heartbeat or two, and the kill then did not happen: KILL_SEED=2479781584)
+    left = kc.rng.randint(300, 700)
     # gives up once the crawl is over: every page stored, or the workers exited (pages lost)
     over = lambda: _stored(kc) == PAGES or not kc.alive()  # noqa: E731
     # the kill must happen: a crawl that ended first used to pass without it
