@@ -180,6 +180,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if misplaced:
         raise pytest.UsageError("unit tests use no services; move these to tests/integration: "
                                 + "; ".join(misplaced))
+    if hasattr(config, "workerinput"):  # a pytest-xdist process: the long tests first
+        items.sort(key=_run_order)
+
+
+def _run_order(item: pytest.Item) -> int:
+    """e2e, then integration, then unit: with the crawls handed out first, the two processes
+    end together, the many short tests filling in behind the long ones."""
+    return next((i for i, g in enumerate(("e2e", "integration", "unit"))
+                 if item.get_closest_marker(g)), 3)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -38,6 +38,8 @@ from servers.testproxies import start_proxies
 from crawler.localstack.demo import Worker, running, wait_all, worker_command
 from crawler.politeness.proxypool import parse_proxy
 
+pytestmark = pytest.mark.serial  # failover and gaps without a fetch are bounded in time
+
 PAGES = 121
 HOSTS = ("127.0.0.1", "127.0.0.2")
 SEED = 1  # page 0 answers at once; 10 pages fail three times then succeed

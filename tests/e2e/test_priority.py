@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
 from helpers import SHORT_IDLE, wait_until
 from kafka import KafkaProducer
 from scrapy import Request
@@ -19,6 +20,8 @@ from crawler.connections import clients as connection
 from crawler.frontier import codec
 from crawler.frontier.partitioning import SpreadPartitioner, partitioner
 from crawler.localstack.demo import running, worker_command
+
+pytestmark = pytest.mark.serial  # the urgent seeds are bounded in time (10 s)
 
 BACKLOG = 10_000
 URGENT = 50

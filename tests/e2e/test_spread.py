@@ -22,6 +22,8 @@ from servers import counting
 from crawler.localstack import demo_site
 from crawler.localstack.demo import running, stored_pages, wait_all, worker_command
 
+pytestmark = pytest.mark.serial  # the per-host limit and delay are judged by arrival times
+
 PAGES = 2000
 LIMIT = 16  # crawler/settings.py: CONCURRENT_REQUESTS_PER_DOMAIN
 LATENCY = 0.2

@@ -159,7 +159,8 @@ def test_a_missing_browser_stops_the_crawl_in_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
 
 
-@pytest.mark.e2e  # run one at a time: beside another test, Chromium's wrapper once took over 5 s
+@pytest.mark.e2e
+@pytest.mark.serial  # beside another test, Chromium's wrapper once took over its 5 s
 def test_chromium_ends_when_its_worker_and_the_driver_are_killed_together(
         tmp_path: Path) -> None:
     """``kill -9`` of the worker's process group (the worker and Playwright's driver, as a

@@ -364,6 +364,7 @@ class _Recording(SimpleHTTPRequestHandler):
 
 
 @pytest.mark.e2e
+@pytest.mark.serial  # the shared rate is judged by arrival times
 def test_two_workers_share_one_rate_for_a_host(
     stack: Any, crawl_id: str, tmp_path: Path
 ) -> None:
