@@ -3,9 +3,9 @@
 :class:`BatchWriter` collects documents into batches, seals a batch when it is full or old
 enough, and writes the sealed batches one after the other; each document's waiter settles
 once its upsert is durably written, or rejected because the document itself can never be
-stored (:func:`~crawler.storage.errors.rejects_document`). Any other failure stalls
-the batch: it is retried with backoff (:func:`retry_delay`) until it succeeds, with the stat
-``mongo/stalled`` at 1 and a log line at every retry, and its waiters wait.
+stored (:func:`~crawler.storage.errors.rejects_document`). Any other failure, MongoDB's or
+not, stalls the batch: it is retried with backoff (:func:`retry_delay`) until it succeeds,
+with the stat ``mongo/stalled`` at 1 and a log line at every retry, and its waiters wait.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bson.raw_bson import RawBSONDocument
-from pymongo.errors import BulkWriteError, PyMongoError
+from pymongo.errors import BulkWriteError
 from scrapy.exceptions import DropItem
 
 from crawler.config.readers import mask_url
@@ -157,12 +157,12 @@ class BatchWriter:
             batch = self._sealed.popleft()
             try:
                 await self._write(batch)
-            except BaseException as exc:  # an unknown error, or cancellation at shutdown
-                logger.error("MongoDB write of %d items failed: %r", len(batch.ops), exc)
+            except BaseException as exc:  # cancelled at shutdown: every error else is retried
+                logger.info("MongoDB write of %d items cancelled at close: their requests stay "
+                            "unacknowledged", len(batch.ops))
                 for position in range(len(batch.ops)):
                     batch.settle(position, exc)
-                if not isinstance(exc, Exception):
-                    raise
+                raise
 
     async def _write(self, batch: Batch) -> None:
         """Write *batch* until every document is stored or rejected."""
@@ -179,7 +179,9 @@ class BatchWriter:
             else:  # the whole batch failed: it stalls, whatever the error
                 self._failed(exc, number, transient=is_transient(exc))
 
-        await retry(attempt, errors=(PyMongoError, _Unwritten), on_retry=failed,
+        # any exception, MongoDB's or not (a driver bug, an encoder, a closed client): the
+        # batch stalls and is retried; only a document refused for its content is rejected
+        await retry(attempt, errors=(Exception,), on_retry=failed,
                     base=self.retry_backoff, cap=self.retry_backoff_max)
         self._inc("mongo/batches")
         self._recovered(attempts)

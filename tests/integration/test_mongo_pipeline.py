@@ -490,3 +490,48 @@ def test_a_duplicate_on_a_unique_index_is_rejected_and_the_rest_stored(
     assert stored_urls(failpoints, crawl_id) == sorted(items[n]["url"] for n in (0, 1, 3))
     assert stats(pipeline)["mongo/rejected"] == 1
     assert "mongo/retries" not in stats(pipeline)
+
+
+class _Flaky:
+    """The writer's collection, whose first *failures* bulk writes raise an error that is not
+    MongoDB's (a bug in a driver or an encoder); every other call is the real collection's."""
+
+    def __init__(self, collection: Any, failures: int) -> None:
+        self.collection, self.failures, self.calls = collection, failures, 0
+
+    async def bulk_write(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RuntimeError("injected: not a MongoDB error")
+        return await self.collection.bulk_write(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.collection, name)
+
+
+def test_an_error_that_is_not_mongodbs_stalls_the_batch_and_each_item_is_stored_once(
+    mongo_uri: str, crawl_id: str, docs: Docs, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Any exception from the write path keeps the batch's items waiting (their requests
+    unacknowledged) and retries it with backoff; none is dropped."""
+    pipeline = make_pipeline(mongo_uri, crawl_id, MONGO_BATCH_SIZE=5,
+                             MONGO_RETRY_BACKOFF=0.05, MONGO_RETRY_BACKOFF_MAX=0.2)
+    items = [page(n) for n in range(5)]
+
+    async def body() -> None:
+        flaky = _Flaky(pipeline._writer.collection, failures=3)
+        pipeline._writer.collection = flaky  # type: ignore[assignment]
+        tasks = started(pipeline, items)
+        await until(lambda: flaky.calls >= 2 or any(task.done() for task in tasks), "a retry")
+        assert not any(task.done() for task in tasks), "an item finished after a failed write"
+        assert stats(pipeline)["mongo/stalled"] == 1
+        assert await asyncio.wait_for(asyncio.gather(*tasks), timeout=30) == items
+        assert flaky.calls == 4  # three failures, then the write that stored them
+
+    caplog.set_level(logging.INFO, logger="crawler.pipelines.mongo")
+    run(pipeline, body)
+    assert sorted(d["url"] for d in docs()) == sorted(item["url"] for item in items)
+    assert stats(pipeline)["mongo/stored"] == 5 and stats(pipeline)["mongo/retries"] == 3
+    assert stats(pipeline)["mongo/stalled"] == 0 and "mongo/rejected" not in stats(pipeline)
+    errors = messages(caplog, logging.ERROR)
+    assert errors and all("RuntimeError: injected" in m for m in errors), errors
