@@ -123,8 +123,7 @@ async def _mongo_client(mongo: MongoOptions) -> AsyncMongoClient[dict[str, Any]]
     """The client of *mongo*; a URI or an option pymongo refuses is the setting's mistake
     (building touches no network: a client built to find the culprit is closed at once)."""
     try:
-        return connection.mongo_client(mongo.uri, params=mongo.params,
-                                       connect_timeout=mongo.connect_timeout)
+        return connection.mongo_client_from(mongo)  # MONGO_TIMEOUT bounds the ping
     except (PyMongoError, TypeError, ValueError, OSError) as exc:  # InvalidURI, no CA file
         error = exc
     try:

@@ -33,7 +33,7 @@ from crawler.connections.kafka_clients import (
     kafka_security,
     request_timeout_ms,
 )
-from crawler.connections.options import RedisOptions
+from crawler.connections.options import MongoOptions, RedisOptions
 from crawler.connections.unavailable import ServiceUnavailable, scrub
 
 logger = logging.getLogger(__name__)
@@ -154,6 +154,15 @@ def mongo_client(
                    connectTimeoutMS=int(connect_timeout * 1000), w=write_concern,
                    journal=journal, connect=False)
     return AsyncMongoClient(uri, **options)
+
+
+def mongo_client_from(options: MongoOptions) -> AsyncMongoClient[dict[str, Any]]:
+    """:func:`mongo_client` with every option of *options*: its timeouts included, so that
+    no call (the start-up ping among them) waits on a silent server for ever."""
+    return mongo_client(options.uri, params=options.params,
+                        connect_timeout=options.connect_timeout,
+                        write_concern=options.write_concern, journal=options.journal,
+                        timeout=options.timeout, write_timeout=options.write_timeout)
 
 
 async def check_mongo(client: AsyncMongoClient[dict[str, Any]], uri: str) -> None:

@@ -22,7 +22,7 @@ from weakref import WeakKeyDictionary
 from scrapy import signals
 
 from crawler.config.readers import SettingError, mask_url
-from crawler.connections.clients import mongo_client, redis_from
+from crawler.connections.clients import mongo_client_from, redis_from
 from crawler.connections.options import MongoOptions, RedisOptions
 
 if TYPE_CHECKING:
@@ -79,9 +79,7 @@ class SharedConnections:
             o = self.mongo_options
             if not o.uri:
                 raise SettingError("MONGO_URI", "a component that stores documents needs it")
-            self._mongo = mongo_client(o.uri, params=o.params, connect_timeout=o.connect_timeout,
-                                       write_concern=o.write_concern, journal=o.journal,
-                                       timeout=o.timeout, write_timeout=o.write_timeout)
+            self._mongo = mongo_client_from(o)
             self.mongo_built += 1
             logger.debug("Shared MongoDB client for %s", mask_url(o.uri))
         self.mongo_users += 1

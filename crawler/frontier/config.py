@@ -170,8 +170,9 @@ class FrontierConfig:
         if self.heartbeat_interval_ms * 3 > self.session_timeout_ms:
             raise SettingError("KAFKA_HEARTBEAT_INTERVAL_MS",
                                "must be at most a third of KAFKA_SESSION_TIMEOUT_MS")
-        if self.max_unacked <= self.buffer_size:
-            raise SettingError("KAFKA_MAX_UNACKED", "must be larger than KAFKA_BUFFER_SIZE")
+        if self.max_unacked <= 2 * self.buffer_size:  # each record held, and a send of each
+            raise SettingError("KAFKA_MAX_UNACKED", f"must be more than twice KAFKA_BUFFER_SIZE "
+                               f"({self.buffer_size}): a worker could stall for ever at the bound")
         if self.redis.max_connections <= self.seed_claims:
             raise SettingError("REDIS_MAX_CONNECTIONS", "must be larger than KAFKA_SEED_CLAIMS "
                                "(heartbeats and the dupefilter need connections too)")

@@ -123,3 +123,19 @@ def test_the_scheduler_takes_the_start_up_checks_topics_once(monkeypatch) -> Non
     monkeypatch.setattr(clients, "CHECKED_FOR", 0.0)
     clients.ensure_crawl_topics(cfg, reuse=True)  # too old: asks again
     assert len(calls) == 4
+
+
+@pytest.mark.parametrize(("buffer", "unacked", "refused"), [
+    (256, 512, True), (256, 300, True), (256, 513, False), (4, 8, True), (4, 9, False)])
+def test_max_unacked_must_be_more_than_twice_the_buffer(buffer: int, unacked: int,
+                                                       refused: bool) -> None:
+    """At most twice the buffer, a worker could stall for ever at the bound (issue 33):
+    refused at start-up, in one line naming both settings."""
+    s = settings(KAFKA_BUFFER_SIZE=buffer, KAFKA_MAX_UNACKED=unacked)
+    if not refused:
+        assert FrontierConfig.from_settings(s, "mem").max_unacked == unacked
+        return
+    with pytest.raises(SettingError) as error:
+        FrontierConfig.from_settings(s, "mem")
+    assert "KAFKA_MAX_UNACKED" in str(error.value) and "KAFKA_BUFFER_SIZE" in str(error.value)
+    assert f"({buffer})" in str(error.value) and "\n" not in str(error.value)

@@ -121,3 +121,20 @@ def test_the_write_concern_settings_win_over_the_uri() -> None:
             await client.close()
 
     assert asyncio.run(concern()) == {"w": "majority", "j": True}
+
+
+def test_the_start_up_ping_has_the_socket_timeout_of_every_other_call() -> None:
+    """The preflight's client waits ``MONGO_TIMEOUT`` for an answer, as the pipeline's does:
+    a server that accepts the connection and never answers ends the start-up (issue 33)."""
+    async def timeouts() -> tuple[float | None, float | None]:
+        mongo = options(MONGO_TIMEOUT=7, MONGO_WRITE_TIMEOUT=3)
+        client = await preflight._mongo_client(mongo)
+        shared = clients.mongo_client_from(mongo)
+        try:
+            return (client.options.pool_options.socket_timeout,
+                    shared.options.pool_options.socket_timeout)
+        finally:
+            await client.close()
+            await shared.close()
+
+    assert asyncio.run(timeouts()) == (7.0, 7.0)
