@@ -184,11 +184,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items.sort(key=_run_order)
 
 
-def _run_order(item: pytest.Item) -> int:
-    """e2e, then integration, then unit: with the crawls handed out first, the two processes
-    end together, the many short tests filling in behind the long ones."""
-    return next((i for i, g in enumerate(("e2e", "integration", "unit"))
-                 if item.get_closest_marker(g)), 3)
+#: the e2e files that take longest (docs/testing.md), started first so none starts last
+LONGEST = ("test_kafka_failover", "test_resilience_e2e", "test_redis_outage", "test_recrawl",
+           "test_bench_smoke", "test_soak", "test_alerts_live", "test_outages", "test_e2e_kill")
+
+
+def _run_order(item: pytest.Item) -> tuple[int, int]:
+    """e2e (the longest first), then integration, then unit: with the crawls handed out
+    first, the two processes end together, the many short tests filling in behind them."""
+    group = next((i for i, g in enumerate(("e2e", "integration", "unit"))
+                  if item.get_closest_marker(g)), 3)
+    name = Path(str(item.path)).stem
+    return group, LONGEST.index(name) if name in LONGEST else len(LONGEST)
 
 
 @pytest.hookimpl(hookwrapper=True)

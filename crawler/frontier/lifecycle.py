@@ -111,6 +111,9 @@ class WorkerLifecycle:
                 "lag_by_partition": snap.get("lag_by_partition", {}),
                 "ledger_balance": balance.of_stats(self.stats.get_stats())}
         self.publish_lag(info["lag_by_partition"])
+        refused = f.sender.refused_since is not None or bool(snap.get("commit_refused"))
+        self.stats.set_value("kafka/refused", int(refused))  # the alert kafka_refused
+        self.stats.set_value("kafka/refusals", f.sender.refusals)
         self.stats.max_value("frontier/unacked_peak", f.consumer.unacked_peak)
         return LocalState(self.local_idle(), snap["assigned"], snap["lag"], info)
 

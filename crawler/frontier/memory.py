@@ -63,6 +63,8 @@ class MemoryProducer:
     def __init__(self, log: MemoryLog) -> None:
         self.log = log
         self.pending = 0
+        self.refused_since: float | None = None  # an in-memory log refuses no one
+        self.refusals = 0
         self.queued: list[tuple[str, bytes | None, bytes, Done, Rejected | None,
                                 Headers | None]] = []
         self.started = self.closed = False

@@ -2,11 +2,16 @@
 
 A failed send is retried with a doubling back-off, for as long as it takes, unless the
 error can never succeed on a retry (:data:`PERMANENT`): the record is too large for the
-producer or the broker, the broker calls it invalid, or this client may not write to
-the topic. Those go to the send's *rejected* callback once, and the send ends. Every
-other kafka-python error (``KafkaTimeoutError``, ``KafkaConnectionError``,
-``NotLeaderForPartitionError``, ``UnknownTopicOrPartitionError``, ...) is transient: a
-broker outage, a leader election, a topic being created.
+producer or the broker, or the broker calls it invalid. Those go to the send's *rejected*
+callback once, and the send ends. Every other kafka-python error (``KafkaTimeoutError``,
+``KafkaConnectionError``, ``NotLeaderForPartitionError``, ``UnknownTopicOrPartitionError``,
+...) is transient: a broker outage, a leader election, a topic being created.
+
+A refusal by the broker's ACLs or its login (:data:`REFUSED`) is retried the same way: an
+operator revoked a right and will restore it, and nothing may be dead-lettered or
+acknowledged meanwhile. It stalls the sends, their parents stay unacknowledged, and
+:attr:`Sender.refused_since` is set (the stat ``kafka/refused``, the alert
+``kafka_refused``) until a send succeeds again.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +31,7 @@ from crawler.connections.retry import backoff
 logger = logging.getLogger(__name__)
 CallFromThread = Callable[..., Any]
 Rejected = Callable[[BaseException], None]
+REFUSAL_EVERY = 60.0  # seconds between the lines of one refusal stall
 
 #: kafka-python errors that a retry of the same record cannot fix
 PERMANENT: tuple[type[BaseException], ...] = (
@@ -32,14 +39,26 @@ PERMANENT: tuple[type[BaseException], ...] = (
     kafka_errors.RecordListTooLargeError,
     kafka_errors.InvalidRecordError,
     kafka_errors.InvalidTopicError,
+)
+
+#: the broker's ACLs or its login refuse this client: an operator's change, retried
+REFUSED: tuple[type[BaseException], ...] = (
     kafka_errors.TopicAuthorizationFailedError,
     kafka_errors.ClusterAuthorizationFailedError,
+    kafka_errors.TransactionalIdAuthorizationFailedError,
+    kafka_errors.GroupAuthorizationFailedError,
+    kafka_errors.SaslAuthenticationFailedError,
 )
 
 
 def permanent(exc: BaseException) -> bool:
     """Whether a send that failed with *exc* would fail again however often it is tried."""
     return isinstance(exc, PERMANENT)
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether *exc* is the broker refusing this client's rights or login (retried)."""
+    return isinstance(exc, REFUSED)
 
 
 class Sender:
@@ -66,6 +85,9 @@ class Sender:
         self.pending = 0
         self.failures = 0
         self.rejected = 0
+        self.refused_since: float | None = None  # monotonic: the broker refuses our rights
+        self.refusals = 0  # stalls by a refusal, counted once each
+        self._refusal_said = 0.0  # when the last line about the refusal was logged
 
     def start(self) -> None:
         self._thread.start()
@@ -109,6 +131,10 @@ class Sender:
         with self._lock:
             acks, self._acks = self._acks, []
         self.pending -= len(acks)
+        if self.refused_since is not None:
+            logger.info("The broker takes this worker's sends again after %.1f s refused",
+                        time.monotonic() - self.refused_since)
+            self.refused_since = None
         for done, partition, offset in acks:
             done(partition, offset)
 
@@ -119,9 +145,27 @@ class Sender:
             self._reject(topic, len(value), done, rejected, exc)
             return
         delay = backoff(attempt, self.backoff, self.backoff_max)
-        logger.warning("Send to %s failed (attempt %d, retrying in %.1fs): %s",
-                       topic, attempt + 1, delay, exc)
+        if refused(exc):
+            self._refused(topic, attempt, delay, exc)
+        else:
+            logger.warning("Send to %s failed (attempt %d, retrying in %.1fs): %s",
+                           topic, attempt + 1, delay, exc)
         self._later(delay, self.send, topic, key, value, done, attempt + 1, rejected, headers)
+
+    def _refused(self, topic: str, attempt: int, delay: float, exc: BaseException) -> None:
+        """The broker refused this client's rights: an ERROR when the stall starts and once
+        a minute while it lasts (every send in flight fails alike: not a line each)."""
+        now = time.monotonic()
+        if self.refused_since is None:
+            self.refused_since, self._refusal_said = now, now - REFUSAL_EVERY
+            self.refusals += 1
+        if now - self._refusal_said < REFUSAL_EVERY:
+            return
+        self._refusal_said = now
+        logger.error("The broker refuses this worker's sends to %s for %.0f s (%s): retrying "
+                     "until its ACLs or login allow them again, next in %.1f s; the sends wait "
+                     "and their requests are not acknowledged", topic, now - self.refused_since,
+                     type(exc).__name__, delay)
 
     def _reject(self, topic: str, size: int, done: Callable[[int, int], None],
                 rejected: Rejected | None, exc: BaseException) -> None:

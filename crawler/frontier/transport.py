@@ -53,6 +53,8 @@ class Producer(Protocol):
     """Produces records, each retried until the broker has it (or can never take it)."""
 
     pending: int  # sends not yet acknowledged
+    refused_since: float | None  # the broker refuses this worker's rights (ACLs, login)
+    refusals: int  # stalls by such a refusal
 
     def start(self) -> None: ...
 

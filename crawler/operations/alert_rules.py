@@ -18,7 +18,7 @@ from typing import Any
 from crawler.frontier.crawlstate import is_lost
 
 RULES = ("failure_rate", "lag_growing", "proxies_low", "bloom_fill", "node_silent",
-         "bloom_missing", "storage_stalled")
+         "bloom_missing", "storage_stalled", "kafka_refused")
 
 
 @dataclass(frozen=True)
@@ -146,8 +146,20 @@ def _storage_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
                  stalls, 0.0)
 
 
+def _refused_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
+    """The broker's ACLs or login refuse this worker's sends or commits (``kafka/refused``)."""
+    if not _number(data.stats.get("kafka/refused")):
+        return None
+    stalls = _number(data.stats.get("kafka/refusals"))
+    return Alert("kafka_refused", "critical",
+                 "the broker refuses this worker's sends or offset commits (ACLs or login): "
+                 "they are retried, and its requests wait unacknowledged until the rights are "
+                 f"back ({stalls:.0f} stall(s) of its sends so far; the worker log names the "
+                 "error)", stalls, 0.0)
+
+
 _RULES = (_failure_rule, _lag_rule, _proxy_rule, _bloom_rule, _silent_rule, _missing_rule,
-          _storage_rule)
+          _storage_rule, _refused_rule)
 
 
 def evaluate(data: AlertInput, limit: Thresholds) -> list[Alert]:

@@ -144,14 +144,24 @@ def test_storage_stalled_rule():
     assert "MongoDB writes fail" in alert.message
 
 
+def test_kafka_refused_rule():
+    """Issue 33: the broker's ACLs refusing sends or commits is an alert, not a dead letter."""
+    assert names(AlertInput(now=NOW, stats={"kafka/refused": 0, "kafka/refusals": 1})) == []
+    [alert] = evaluate(AlertInput(now=NOW, stats={"kafka/refused": 1, "kafka/refusals": 2}),
+                       LIMITS)
+    assert (alert.name, alert.severity, alert.value) == ("kafka_refused", "critical", 2.0)
+    assert "refuses this worker's sends" in alert.message
+
+
 def test_every_rule_at_once_in_rule_order():
     # bloom_fill and bloom_missing never hold together in a crawl; the rules are pure
     data = AlertInput(now=NOW, stats={"retry/failed": 1, "proxy/pool/alive": 0,
-                                      "bloom/missing": 1, "mongo/stalled": 1},
+                                      "bloom/missing": 1, "mongo/stalled": 1,
+                                      "kafka/refused": 1},
                       heartbeats={"w": NOW - 60}, bloom_fill=1.0, bloom_exists=False,
                       lag_growing=(601.0, 1, 2))
     assert names(data) == ["failure_rate", "lag_growing", "proxies_low", "bloom_fill",
-                           "node_silent", "bloom_missing", "storage_stalled"]
+                           "node_silent", "bloom_missing", "storage_stalled", "kafka_refused"]
 
 
 class AlertSpider(Spider):
@@ -208,7 +218,7 @@ def test_alert_gauge_in_the_metrics():
     values = {s.labels["alert"]: s.value for s in family.samples}
     assert values == {"bloom_fill": 1.0, "failure_rate": 0.0, "lag_growing": 0.0,
                       "node_silent": 0.0, "proxies_low": 0.0, "bloom_missing": 0.0,
-                      "storage_stalled": 0.0}
+                      "storage_stalled": 0.0, "kafka_refused": 0.0}
 
 
 def test_webhook_failure_is_logged_not_raised(caplog):

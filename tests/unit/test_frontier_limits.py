@@ -4,9 +4,11 @@ what a stuck lease is, and the bound of seed claims (no broker: see the e2e test
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
+import pytest
 from kafka import errors as kafka_errors
 
 from crawler.frontier.delay import Wakeup
@@ -16,11 +18,37 @@ from crawler.frontier.producer import Sender, permanent
 
 def test_only_errors_a_retry_cannot_fix_are_permanent() -> None:
     assert permanent(kafka_errors.MessageSizeTooLargeError("2 MB"))
-    assert permanent(kafka_errors.TopicAuthorizationFailedError())
     assert permanent(kafka_errors.InvalidRecordError())
     for transient in (kafka_errors.KafkaTimeoutError(), kafka_errors.KafkaConnectionError(),
                       kafka_errors.NotLeaderForPartitionError(), RuntimeError("down")):
         assert not permanent(transient)
+
+
+@pytest.mark.parametrize("error", [
+    kafka_errors.TopicAuthorizationFailedError(), kafka_errors.ClusterAuthorizationFailedError(),
+    kafka_errors.SaslAuthenticationFailedError("rotated password")])
+def test_a_refusal_by_the_acls_or_the_login_stalls_and_is_never_rejected(
+        error: Exception, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 33: a revoked ACL is an operator's change, undone later. The send is retried
+    (never dead-lettered, never counted done), with one ERROR for the stall, not one a send;
+    the first send that gets through ends the stall."""
+    later: list[Any] = []
+    sender, done, refused = _sender(later), [], []
+    for _ in range(3):
+        sender.send("t", None, b"v", lambda p, o: done.append(o), rejected=refused.append)
+    jobs = [sender._queue.get() for _ in range(3)]
+    with caplog.at_level(logging.INFO, logger="crawler.frontier.producer"):
+        for job in jobs:
+            sender._failed(job, error)
+        assert not permanent(error) and refused == [] and done == []
+        assert len(later) == 3 and sender.pending == 3 and sender.rejected == 0
+        assert sender.refused_since is not None and sender.refusals == 1
+        errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+        assert len(errors) == 1 and "refuses this worker's sends to t" in errors[0], errors
+        sender._acks.append((lambda p, o: done.append(o), 0, 7))
+        sender._acked()  # a retry went through: the ACL is back
+    assert sender.refused_since is None and done == [7]
+    assert any("takes this worker's sends again" in r.getMessage() for r in caplog.records)
 
 
 def _sender(later: list[Any]) -> Sender:
