@@ -78,6 +78,7 @@ BLOOM_CAPACITY = 10_000_000  # fingerprints the first slice holds at BLOOM_ERROR
 BLOOM_ERROR_RATE = 0.001  # target false-positive rate of the whole filter
 BLOOM_GROWTH = 2  # each new slice holds this many times the previous one
 BLOOM_ON_MISSING = "pause"  # the filter vanished from Redis: pause | recreate (start over)
+CRAWL_STATE_LOST = "repair"  # Redis lost a crawl that exists in Kafka/MongoDB: repair | stop
 BLOOM_LOCAL_CAPACITY = 1_000_000  # fingerprints of one generation of the local pre-filter
 BLOOM_LOCAL_ERROR_RATE = 0.000001
 

@@ -104,6 +104,17 @@ class CrawlKeys:
         return self.prefix + "seed:"
 
     @property
+    def rebuild(self) -> str:
+        """A Bloom filter being rebuilt after Redis lost the crawl's (:mod:`crawler.recovery`),
+        laid out as :attr:`bloom` is and renamed to it once complete."""
+        return self.prefix + "rebuild"
+
+    @property
+    def repair(self) -> str:
+        """The lock of the one worker repairing the crawl's lost state (its worker id)."""
+        return self.prefix + "repair"
+
+    @property
     def seed_key(self) -> str:
         """The crawl's secret that signs the seed records its workers publish
         (:mod:`crawler.frontier.seedtrust`)."""

@@ -188,11 +188,11 @@ class RedisBloom:
             return
         if not self.missing:
             self.missing = True
-            logger.error(
+            logger.warning(  # the state guard's ERROR says what is lost and what is done
                 "Bloom filter %s is missing from Redis (FLUSHALL, a restart without "
                 "persistence, an eviction?): this worker pauses instead of crawling again "
-                "what it crawled. Restore Redis, or start a worker to create an empty "
-                "filter (BLOOM_ON_MISSING; see docs/delivery.md)", self.key)
+                "what it crawled, until the crawl's state is repaired (CRAWL_STATE_LOST) or "
+                "Redis restored (BLOOM_ON_MISSING; see docs/delivery.md)", self.key)
         raise BloomMissing(f"Bloom filter {self.key} is missing from Redis: paused")
 
     async def check(self, fingerprints: Sequence[bytes]) -> list[bool]:

@@ -65,14 +65,22 @@ class Ledger(Protocol):
 class RedisLedger:
     """:class:`Ledger` of crawl *crawl* in Redis (:mod:`crawler.frontier.crawllife`)."""
 
-    def __init__(self, client: aioredis.Redis, crawl: str) -> None:
-        self.client, self.crawl = client, crawl
+    def __init__(self, client: aioredis.Redis, crawl: str, mirror: Any = None) -> None:
+        """*mirror*: a :class:`~crawler.recovery.mirror.StateMirror` that keeps a copy of
+        the finished record in MongoDB, for a Redis that forgets it."""
+        self.client, self.crawl, self.mirror = client, crawl, mirror
 
     async def read_finished(self) -> Finished | None:
         return await crawllife.read_finished(self.client, self.crawl)
 
     async def mark_finished(self, record: Finished) -> None:
         await crawllife.mark_finished(self.client, self.crawl, record)
+        if self.mirror is None:
+            return
+        try:
+            await self.mirror.save_finished(record)
+        except Exception as exc:  # the copy is for a Redis that forgets: never in the way
+            logger.warning("Could not copy the finished record to MongoDB: %s", exc)
 
     async def keep_state(self) -> None:
         await crawllife.keep_state(self.client, self.crawl)

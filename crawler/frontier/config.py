@@ -68,6 +68,7 @@ class FrontierConfig:
     local_error_rate: float
     seed_claims: int = defaults.KAFKA_SEED_CLAIMS
     max_unacked: int = defaults.KAFKA_MAX_UNACKED
+    state_lost: str = defaults.CRAWL_STATE_LOST  # repair | stop (crawler.recovery)
     fetch_max_bytes: int = defaults.KAFKA_FETCH_MAX_BYTES
     group_instance_id: str = defaults.KAFKA_GROUP_INSTANCE_ID  # "": dynamic membership
     close_timeout: float = 20.0  # not a setting: seconds for the last acks, then each client
@@ -156,6 +157,7 @@ class FrontierConfig:
                                               exclusive_min=True),
             seed_claims=config.get_int(s, "KAFKA_SEED_CLAIMS", minimum=1),
             max_unacked=config.get_int(s, "KAFKA_MAX_UNACKED", minimum=1),
+            state_lost=config.get_choice(s, "CRAWL_STATE_LOST", ("repair", "stop")),
             fetch_max_bytes=config.get_int(s, "KAFKA_FETCH_MAX_BYTES", minimum=1024),
             group_instance_id=config.get_str(s, "KAFKA_GROUP_INSTANCE_ID").strip(),
             delivery_timeout=config.get_float(s, "KAFKA_DELIVERY_TIMEOUT", minimum=1),

@@ -46,7 +46,7 @@ from crawler.frontier import crawllife, crawlstate, startup
 from crawler.frontier.accounting import Accounting, Tally
 from crawler.frontier.buffer import RequestBuffer
 from crawler.frontier.clients import KafkaTransport
-from crawler.frontier.completion import Heartbeats, Ledger, RedisLedger
+from crawler.frontier.completion import REDIS_ERROR, Heartbeats, Ledger, RedisLedger
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.crawlstate import CrawlState
 from crawler.frontier.delay import Wakeup, not_before
@@ -70,6 +70,7 @@ from crawler.politeness.hostlimit import (
     RedisSlotStore,
     SlotStore,
 )
+from crawler.recovery import StateGuard, watch_filter
 
 logger = logging.getLogger(__name__)
 __all__ = ["LEASE_KEY", "KafkaScheduler"]
@@ -105,6 +106,7 @@ class KafkaScheduler(Records, BaseScheduler):
         self._tasks = Tasks("frontier")  # heartbeats and seed claims
         self._unacked = 0  # records consumed whose lease is neither acknowledged nor dropped
         self._holding = False  # next_request is holding back (KAFKA_MAX_UNACKED)
+        self.guard: StateGuard | None = None  # Redis state lost: noticed and repaired
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> KafkaScheduler:
@@ -132,10 +134,16 @@ class KafkaScheduler(Records, BaseScheduler):
         self.redis = shared.redis_for(self.crawler)  # the worker's one pool, given back on close
         await connection.check_redis(self.redis, cfg.redis.url)
         bloom = self._bloom()
+        guard = self.guard = StateGuard.from_crawler(
+            self.crawler, self.redis, cfg, worker=self.worker,
+            recrawl=generation_of(bloom) is not None)
+        await guard.ensure()  # Redis lost a crawl that exists: repaired before going on
+        watch_filter(bloom, lambda: self._tasks.spawn(guard.watch(), "state repair"))
         await bloom.open()
         stale_after = crawlstate.stale_after(cfg.heartbeat_interval, cfg.session_timeout_ms)
         state = CrawlState(self.redis, cfg.crawl_id, stale_after=stale_after)
         seed_key = await crawl_seed_key(self.redis, cfg.crawl_id)
+        guard.saved_seed_key(seed_key)
         startup.mark("connections")
         channels = await asyncio.to_thread(self.transport.connect, self.worker,
                                            self._on_records, self.unacked_work)
@@ -143,11 +151,13 @@ class KafkaScheduler(Records, BaseScheduler):
         self.recorder = LedgerRecorder(self.redis, cfg.crawl_id, self.barrier,
                                        committed=channels.consumer.committed,
                                        on_read=self._ledger_read)
-        self.start(spider, bloom=bloom, state=state, ledger=RedisLedger(self.redis, cfg.crawl_id),
+        self.start(spider, bloom=bloom, state=state, ledger=RedisLedger(self.redis, cfg.crawl_id,
+                                                              mirror=guard.mirror),
                    state_ttl=state_ttl, seed_key=seed_key, channels=channels,
                    slots=RedisSlotStore(self.redis, cfg.crawl_id),
                    due=RedisDue(self.redis, cfg.crawl_id), tally=self.recorder)
         self.recorder.start()
+        guard.stop = lambda line: self.lifecycle.close_finished(line, reason=REDIS_ERROR)
         await self.scope.open()
         self._tasks.spawn(every(REFRESH_INTERVAL, self.scope.refresh), "crawl scope")
         balance = BalanceWatch(self.redis, self.crawler.settings, cfg.crawl_id, self.stats)
@@ -257,7 +267,11 @@ class KafkaScheduler(Records, BaseScheduler):
                     reason, self.stats.get_value("frontier/acked", 0))
 
     async def _release_redis(self) -> None:
-        """Give the worker's Redis pool back (the last of its users closes it)."""
+        """Give the worker's Redis pool back (the last of its users closes it), and the
+        state guard's MongoDB client."""
+        guard, self.guard = self.guard, None
+        if guard is not None:
+            await guard.close()
         client, self.redis = self.redis, None
         if client is not None:
             await shared.release_redis(self.crawler, client)

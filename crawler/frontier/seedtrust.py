@@ -78,9 +78,10 @@ class SeedSigner:
         return Verdict.SIGNED if signed else Verdict.BAD
 
 
-async def crawl_seed_key(client: Any, crawl_id: str) -> bytes:
+async def crawl_seed_key(client: Any, crawl_id: str, proposed: bytes | None = None) -> bytes:
     """The crawl's seed key from Redis (*client*: ``redis.asyncio.Redis``), created by the
-    first worker to ask."""
+    first worker to ask: a new random one, or *proposed* (the key a repair restores)."""
     script = client.register_script(_KEY)
-    key = await script(keys=[CrawlKeys(crawl_id).seed_key], args=[secrets.token_hex(KEY_BYTES)])
+    new = proposed.decode() if proposed is not None else secrets.token_hex(KEY_BYTES)
+    key = await script(keys=[CrawlKeys(crawl_id).seed_key], args=[new])
     return key.encode() if isinstance(key, str) else bytes(key)

@@ -11,11 +11,18 @@ ledger, so
   counter explains. It is 0 at every moment of a correct crawl, and exact once the crawl has
   finished (everything is committed then).
 
+After Redis lost the crawl's state (:mod:`crawler.recovery`) the counters start again from
+zero: the ledger holds when (``reset/at``) and how many records had been committed then
+(``reset/committed``), and the balance is of the records since. It is approximate by the
+records in flight at the loss (their outcomes counted in the lost hash or in the new one),
+and the report says the ledger was reset rather than show a false zero.
+
 Pure: :mod:`crawler.ledger.sources` reads Redis, Kafka and MongoDB.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +38,9 @@ class Offsets:
     committed: int
 
 
+RESET_AT, RESET_COMMITTED = "reset/at", "reset/committed"  # the ledger's reset (recovery)
+
+
 def _by(counters: Mapping[str, int], prefix: str) -> dict[str, int]:
     return {k[len(prefix):]: v for k, v in sorted(counters.items())
             if k.startswith(prefix) and v}
@@ -41,6 +51,7 @@ def reconcile(counters: Mapping[str, int], *, crawl_id: str, requests: Offsets,
               workers: int) -> dict[str, Any]:
     """The report of ``scrapy cluster report --json`` (see the module docstring)."""
     c = {k: int(v) for k, v in counters.items()}
+    reset_at, before = c.pop(RESET_AT, None), c.pop(RESET_COMMITTED, 0)
     fetched, failed = _by(c, o.FETCHED), _by(c, o.FAILED)
     dropped, seeds_by = _by(c, o.DROPPED), _by(c, o.SEEDS)
     dead, requeued = c.get(o.DEAD, 0), c.get(o.REQUEUED, 0)
@@ -49,13 +60,16 @@ def reconcile(counters: Mapping[str, int], *, crawl_id: str, requests: Offsets,
         + dead + requeued
     done = seed_done + request_done
     written, committed = requests.written + seeds.written, requests.committed + seeds.committed
+    written, committed = written - before, committed - before  # counted since a reset
     gap = committed - done
     again = sum(v for k, v in c.items() if k.startswith(o.AGAIN) and not k.startswith(
         o.AGAIN + "items/"))
     return {
         "crawl_id": crawl_id, "finished": finished, "workers": workers,
+        "ledger_reset": None if reset_at is None else {"at": reset_at,
+                                                       "committed_before": before},
         "pending": max(0, written - done), "unaccounted": max(0, gap),
-        "overcounted": max(0, -gap) if finished else 0,
+        "overcounted": max(0, -gap) if finished and reset_at is None else 0,
         "stored": stored, "rejected": rejected,
         "fetched": sum(fetched.values()), "failed": sum(failed.values()),
         "dropped": dropped, "dead": dead + seeds_by.get("invalid", 0),
@@ -95,6 +109,12 @@ def lines(report: Mapping[str, Any]) -> list[str]:
         f"never entered the frontier: {_kv(r['discarded']) or 'none'}; "
         f"{_kv(r['work'])}",
     ]
+    if r.get("ledger_reset"):
+        reset = r["ledger_reset"]
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(reset["at"]))
+        out.insert(1, f"ledger    reset on {when}: Redis lost the crawl's state; the counts "
+                      f"are those since, {reset['committed_before']} records were committed "
+                      "before it")
     if r.get("overcounted"):
         out.append(f"overcounted {r['overcounted']}: more outcomes than records (a bug)")
     return out

@@ -18,7 +18,7 @@ from typing import Any
 from crawler.frontier.crawlstate import is_lost
 
 RULES = ("failure_rate", "lag_growing", "proxies_low", "bloom_fill", "node_silent",
-         "bloom_missing", "storage_stalled", "kafka_refused")
+         "bloom_missing", "storage_stalled", "kafka_refused", "state_lost")
 
 
 @dataclass(frozen=True)
@@ -158,8 +158,21 @@ def _refused_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
                  "error)", stalls, 0.0)
 
 
+def _lost_rule(data: AlertInput, limit: Thresholds) -> Alert | None:
+    """This worker found that Redis had lost the crawl's state (``crawl/state_lost``)."""
+    if not _number(data.stats.get("crawl/state_lost")):
+        return None
+    took = data.stats.get("crawl/state_repair_seconds")
+    done = (f"repaired in {_number(took):.1f} s" if took is not None
+            else "being repaired, or the worker stops (CRAWL_STATE_LOST)")
+    return Alert("state_lost", "critical",
+                 f"Redis lost the crawl's state (a restart without persistence, FLUSHALL?): "
+                 f"{done}; the ledger's counters start again from the repair",
+                 _number(data.stats.get("crawl/state_losses")), 0.0)
+
+
 _RULES = (_failure_rule, _lag_rule, _proxy_rule, _bloom_rule, _silent_rule, _missing_rule,
-          _storage_rule, _refused_rule)
+          _storage_rule, _refused_rule, _lost_rule)
 
 
 def evaluate(data: AlertInput, limit: Thresholds) -> list[Alert]:

@@ -153,15 +153,28 @@ def test_kafka_refused_rule():
     assert "refuses this worker's sends" in alert.message
 
 
+def test_state_lost_rule():
+    """Issue 33: Redis losing a crawl's state is said, and stays said for the worker's run."""
+    assert names(AlertInput(now=NOW, stats={"crawl/state_lost": 0})) == []
+    [alert] = evaluate(AlertInput(now=NOW, stats={"crawl/state_lost": 1,
+                                                  "crawl/state_losses": 1}), LIMITS)
+    assert (alert.name, alert.severity, alert.value) == ("state_lost", "critical", 1.0)
+    assert "being repaired" in alert.message
+    [alert] = evaluate(AlertInput(now=NOW, stats={"crawl/state_lost": 1, "crawl/state_losses": 1,
+                                                  "crawl/state_repair_seconds": 2.5}), LIMITS)
+    assert "repaired in 2.5 s" in alert.message
+
+
 def test_every_rule_at_once_in_rule_order():
     # bloom_fill and bloom_missing never hold together in a crawl; the rules are pure
     data = AlertInput(now=NOW, stats={"retry/failed": 1, "proxy/pool/alive": 0,
                                       "bloom/missing": 1, "mongo/stalled": 1,
-                                      "kafka/refused": 1},
+                                      "kafka/refused": 1, "crawl/state_lost": 1},
                       heartbeats={"w": NOW - 60}, bloom_fill=1.0, bloom_exists=False,
                       lag_growing=(601.0, 1, 2))
     assert names(data) == ["failure_rate", "lag_growing", "proxies_low", "bloom_fill",
-                           "node_silent", "bloom_missing", "storage_stalled", "kafka_refused"]
+                           "node_silent", "bloom_missing", "storage_stalled", "kafka_refused",
+                           "state_lost"]
 
 
 class AlertSpider(Spider):
@@ -218,7 +231,7 @@ def test_alert_gauge_in_the_metrics():
     values = {s.labels["alert"]: s.value for s in family.samples}
     assert values == {"bloom_fill": 1.0, "failure_rate": 0.0, "lag_growing": 0.0,
                       "node_silent": 0.0, "proxies_low": 0.0, "bloom_missing": 0.0,
-                      "storage_stalled": 0.0, "kafka_refused": 0.0}
+                      "storage_stalled": 0.0, "kafka_refused": 0.0, "state_lost": 0.0}
 
 
 def test_webhook_failure_is_logged_not_raised(caplog):

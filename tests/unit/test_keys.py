@@ -33,6 +33,8 @@ PINNED = {
     "alerts": "{c-1}:alerts",
     "seed_claim_prefix": "{c-1}:seed:",
     "seed_key": "{c-1}:seedkey",
+    "rebuild": "{c-1}:rebuild",
+    "repair": "{c-1}:repair",
     "proxies": "{c-1}:proxies",
     "proxy_seeded": "{c-1}:proxy:seeded",
     "proxy_health": "{c-1}:proxy:health",

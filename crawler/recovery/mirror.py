@@ -1,0 +1,57 @@
+"""A durable copy, in MongoDB, of the small crawl state Redis holds and cannot rebuild.
+
+Redis keeps the crawl's seed key and its finished record; a Redis that comes back empty
+forgets both. The crawl's MongoDB database keeps a copy in ``<CRAWL_ID>.state`` (one document
+each, ``_id`` ``seed_key`` and ``finished``), written when Redis is, and read back by the
+repair (:mod:`crawler.recovery.guard`). MongoDB is the crawl's store of record, behind the
+same credentials as Redis; the key is never logged nor put in stats.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from crawler.frontier.crawllife import Finished
+
+if TYPE_CHECKING:
+    from pymongo.asynchronous.collection import AsyncCollection
+
+logger = logging.getLogger(__name__)
+SUFFIX = ".state"
+
+
+@dataclass(frozen=True)
+class Mirrored:
+    """What the copy holds: the seed key (bytes, as Redis held it) and the finished record."""
+
+    seed_key: bytes | None = None
+    finished: Finished | None = None
+
+
+class StateMirror:
+    """The copy of crawl *crawl*'s seed key and finished record in *collection*."""
+
+    def __init__(self, collection: AsyncCollection[dict[str, Any]]) -> None:
+        self.collection = collection
+
+    async def save_seed_key(self, key: bytes) -> None:
+        """Keep the first key the crawl had (a key is never replaced)."""
+        await self.collection.update_one({"_id": "seed_key"},
+                                         {"$setOnInsert": {"key": key.decode()}}, upsert=True)
+
+    async def save_finished(self, record: Finished) -> None:
+        doc = {"at": record.at, "closed": record.closed, "reason": record.reason}
+        await self.collection.replace_one({"_id": "finished"}, doc, upsert=True)
+
+    async def forget_finished(self) -> None:
+        await self.collection.delete_one({"_id": "finished"})
+
+    async def load(self) -> Mirrored:
+        docs = {doc["_id"]: doc async for doc in self.collection.find({})}
+        key = docs.get("seed_key", {}).get("key")
+        done = docs.get("finished")
+        finished = None if done is None else Finished(
+            float(done["at"]), float(done["closed"]), str(done.get("reason") or "finished"))
+        return Mirrored(key.encode() if isinstance(key, str) else None, finished)
