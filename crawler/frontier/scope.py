@@ -2,7 +2,8 @@
 
 Both live in one Redis set (:attr:`~crawler.config.keys.CrawlKeys.scope`): a worker adds its
 spider's ``allowed_domains`` when it opens, so that ``scrapy seed`` knows the crawl's scope,
-and reads the set's members every ``REFRESH_INTERVAL`` seconds; the offsite filter of
+and reads the set's members every ``REFRESH_INTERVAL`` seconds (writing back the hosts it knew
+that a Redis which lost its state forgot); the offsite filter of
 distributed mode (:class:`crawler.middlewares.scope.ScopeOffsiteMiddleware`) lets their
 hosts through as well as the spider's own. A host is looked up by its suffixes in a set, so
 a scope of a million hosts costs what one of ten does. A seed whose host is outside the
@@ -85,6 +86,12 @@ class CrawlScope:
         members = await retry(lambda: client.smembers(self.key), on_retry=self.retry.on_retry)
         self.retry.succeeded()
         names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+        lost = self.added - names  # nothing removes a host: Redis lost the set (issue 33)
+        if lost:
+            await retry(lambda: client.sadd(self.key, *lost), on_retry=self.retry.on_retry)
+            logger.warning("Crawl scope: %d hosts were missing from Redis (its state lost?): "
+                           "written back", len(lost))
+            names |= lost
         new = names - self.added - set(self.spider.allowed_domains)
         self.added = names
         if new:

@@ -171,3 +171,30 @@ def test_a_new_crawl_is_not_a_loss(cfg: FrontierConfig, stack: Any) -> None:
             await mongo.close()
 
     assert asyncio.run(scenario()) == [{}, 0]  # nothing said, nothing built: the scheduler's
+
+
+def test_the_scope_hosts_a_running_worker_knew_are_written_back(stack: Any,
+                                                               crawl_id: str) -> None:
+    """``scrapy seed`` added a host to the crawl's scope; Redis comes back empty. A running
+    worker's next read of the scope puts back every host it knew (nothing removes a host)."""
+    from crawler.frontier.scope import CrawlScope
+
+    class Spider:
+        allowed_domains = ["site.test"]
+
+    async def scenario() -> tuple[set[bytes], bool]:
+        client = aioredis.Redis.from_url(stack.env()["REDIS_URL"])
+        try:
+            scope = CrawlScope(Spider(), client, crawl_id)
+            await scope.open()
+            await client.sadd(CrawlKeys(crawl_id).scope, "added.test")  # scrapy seed
+            await scope.refresh()
+            await client.delete(CrawlKeys(crawl_id).scope)  # Redis lost it
+            await scope.refresh()
+            return await client.smembers(CrawlKeys(crawl_id).scope), scope.admits_host(
+                "www.added.test")
+        finally:
+            await client.aclose()
+
+    members, admitted = asyncio.run(scenario())
+    assert members == {b"site.test", b"added.test"} and admitted
