@@ -59,6 +59,7 @@ class Plan:
     fd_slack: int = 4  # a connection opened or closed between the two fifths
     origin_limit: int = 32  # CONCURRENT_REQUESTS of the project settings: the HTTP pool's bound
     service_limit: int = 64  # Redis, broker, mongod: 14-17 held in 8,000 pages, 27 in 200,000
+    leak_bytes: int = 0  # a leak on purpose (benchmarks.leak): proves the bounds catch one
 
 
 @dataclass
@@ -99,7 +100,7 @@ class Soak:
             raise ValueError("a soak needs two workers at least: worker 0 is never killed")
         self.env, self.crawl_id, self.plan, self.log_dir = env, crawl_id, plan, log_dir
         self.origin_port = urlsplit(start_url).port or 80
-        self.cmd = worker_command(start_url, {})  # every setting is the default
+        self.cmd = worker_command(start_url, _leak(plan.leak_bytes))  # else every default
         self.slots: dict[int, tuple[Worker, report.Life]] = {}
         self.outcome = Outcome(plan)
         self.t0 = time.monotonic()
@@ -260,6 +261,17 @@ def soak(env: dict[str, str], crawl_id: str, plan: Plan, workdir: Path) -> Outco
     finally:
         server.terminate()
         server.wait()
+
+
+def _leak(size: int) -> dict[str, Any]:
+    """The settings of a leak of *size* bytes a page (none for 0): the extension joins
+    Scrapy's base extensions, which the project's add-on leaves alone."""
+    if size <= 0:
+        return {}
+    from scrapy.settings.default_settings import EXTENSIONS_BASE
+
+    return {"EXTENSIONS_BASE": json.dumps({**EXTENSIONS_BASE, "benchmarks.leak.Leak": 0}),
+            "LEAK_BYTES_PER_PAGE": size}
 
 
 def main(argv: list[str] | None = None) -> int:
