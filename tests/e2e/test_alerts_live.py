@@ -118,6 +118,8 @@ async def _provoke(client: redis.Redis, ext: AlertsExtension, crawl_id: str) -> 
     stats.set_value("proxy/pool/alive", 0)
     stats.set_value("mongo/stalled", 1)  # as the MongoDB pipeline sets it while writes fail
     stats.set_value("mongo/stalls", 1)
+    stats.set_value("kafka/refused", 1)  # as the producer sets it while the ACLs refuse
+    stats.set_value("crawl/state_lost", 1)  # as the state guard sets it (crawler.recovery)
     _beat(client, crawl_id, "ghost:1:aa", ts=time.time() - 120, lag=7)  # still in the hash
     alerts: list[str] = []
     for lag in (10, 20):  # growing for 1.6 s only: not yet an alert
@@ -127,7 +129,7 @@ async def _provoke(client: redis.Redis, ext: AlertsExtension, crawl_id: str) -> 
     await asyncio.sleep(1.6)
     _beat(client, crawl_id, "live:2:bb", ts=time.time(), lag=30)
     assert alerts == ["failure_rate", "proxies_low", "bloom_fill", "node_silent",
-                      "storage_stalled"]
+                      "storage_stalled", "kafka_refused", "state_lost"]
     return [a.name for a in await ext.check()]
 
 
@@ -189,6 +191,8 @@ async def _clear(client: redis.Redis, ext: AlertsExtension, crawl_id: str) -> No
     stats.set_value("response_received_count", 1000)
     stats.set_value("proxy/pool/alive", 3)
     stats.set_value("mongo/stalled", 0)  # a write succeeded
+    stats.set_value("kafka/refused", 0)  # a send went through
+    stats.set_value("crawl/state_lost", 0)  # (a new run of the worker)
     client.hdel(f"{{{crawl_id}}}:workers", "ghost:1:aa")
     client.delete(f"{{{crawl_id}}}:bloom:meta")
     _beat(client, crawl_id, "live:2:bb", ts=time.time(), lag=0)  # the lag falls

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import wait_until
 from kafka import KafkaAdminClient
 from kafka_log import group_of
@@ -32,6 +33,10 @@ from crawler.localstack.demo import (
     worker_logs,
 )
 from crawler.localstack.stack import Stack
+
+# the restarted member must rejoin within the session timeout, which a crawl beside it on
+# two cores can push it past (run 4 of 2026-12-06: a rebalance, 4 revocations instead of 2)
+pytestmark = pytest.mark.serial
 
 PAGES = 2000
 REVOKED = "Partitions revoked"  # crawler.frontier.consumer, at every rebalance
