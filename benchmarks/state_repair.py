@@ -35,7 +35,7 @@ from crawler.frontier.clients import ensure_crawl_topics
 from crawler.frontier.codec import encode_request
 from crawler.frontier.config import FrontierConfig
 from crawler.localstack.stack import Stack
-from crawler.recovery import StateGuard
+from crawler.recovery import StateGuard, StateMirror
 
 CRAWL = "repair-bench"
 URL = "https://bench.test/p/{}"
@@ -54,6 +54,7 @@ async def _store(mongo_uri: str, pages: int) -> float:
     started = time.monotonic()
     client: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(mongo_uri)
     try:
+        await StateMirror(client["crawler"][f"{CRAWL}.state"]).save_seed_key(b"0" * 64)
         items = client["crawler"][CRAWL]
         for first in range(0, pages, 20_000):
             await items.bulk_write([

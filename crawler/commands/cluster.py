@@ -46,6 +46,7 @@ from crawler.ledger import report as ledger_report
 from crawler.ledger import sources as ledger_sources
 from crawler.operations import clusterview, dashboard, proxyview
 from crawler.operations.clusterview import RateTracker, Snapshot
+from crawler.recovery import mirror as state_mirror
 
 ACTIONS = ("status", "report", "pause", "resume", "stop", "dashboard", "purge")
 CLEAR = "\033[H\033[2J"
@@ -294,12 +295,21 @@ async def _purge(client: aioredis.Redis, settings: BaseSettings, url: str, crawl
     return await _purge_idle(settings, client, crawl, yes=opts.yes)
 
 
+async def _purge_state_copy(settings: BaseSettings, crawl: str) -> None:
+    """The MongoDB copy of the crawl's seed key and finished record (its items stay)."""
+    try:
+        await state_mirror.purge(settings, crawl)
+    except Exception as exc:  # MongoDB down: said, the rest is purged all the same
+        _fail(f"the MongoDB copy of the crawl's state ({crawl}.state) was not dropped: {exc}")
+
+
 async def _purge_idle(settings: BaseSettings, client: aioredis.Redis, crawl: str, *,
                       yes: bool) -> int:
     kafka = KafkaOptions.from_settings(settings)
     timeout = connect_timeout(settings)
     if yes:
         keys = await crawllife.purge_keys(client, crawl)
+        await _purge_state_copy(settings, crawl)
     else:
         keys = {}
         async for batch in crawllife.crawl_keys(client, crawl):

@@ -40,7 +40,7 @@ from crawler.frontier import crawllife
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.seedtrust import crawl_seed_key
 from crawler.recovery import kafka_read, rebuild
-from crawler.recovery.mirror import Mirrored, StateMirror
+from crawler.recovery.mirror import Mirrored, StateMirror, collection_of
 from crawler.storage.settings import StorageConfig
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class StateGuard:
         self.stats, self.make_filter, self.fingerprint = stats, make_filter, fingerprint
         self.database, self.by_url_id = database, by_url_id
         self.mirror = None if database is None else StateMirror(
-            database[f"{cfg.crawl_id}.state"])
+            database[collection_of(cfg.crawl_id)])
         self.state_ttl, self.recrawl = state_ttl, recrawl
         self.own_key: bytes | None = None  # the seed key this worker holds, once open
         self.stop: Callable[[str], None] | None = None  # ends a running worker (stop mode)
@@ -156,9 +156,13 @@ class StateGuard:
         return bool(await self.client.exists(f"{self.keys.bloom}:meta", self.keys.recrawl))
 
     async def evidence(self) -> Evidence:
+        """Offsets committed, and the items stored if the crawl's state copy is there too:
+        ``scrapy cluster purge`` drops the copy (and the topics and group), so a purged
+        crawl run again starts anew, whatever it stored before."""
         committed = await asyncio.to_thread(kafka_read.committed_offsets, self.cfg)
-        documents = 0 if self.database is None else \
-            await self.database[self.cfg.crawl_id].estimated_document_count()
+        documents = 0
+        if self.database is not None and self.mirror is not None and await self.mirror.exists():
+            documents = await self.database[self.cfg.crawl_id].estimated_document_count()
         return Evidence(committed, documents)
 
     async def _mirrored(self) -> Mirrored:

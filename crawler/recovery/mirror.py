@@ -30,6 +30,11 @@ class Mirrored:
     finished: Finished | None = None
 
 
+def collection_of(crawl_id: str) -> str:
+    """The crawl's state copy's collection: ``<CRAWL_ID>.state``."""
+    return crawl_id + SUFFIX
+
+
 class StateMirror:
     """The copy of crawl *crawl*'s seed key and finished record in *collection*."""
 
@@ -48,6 +53,10 @@ class StateMirror:
     async def forget_finished(self) -> None:
         await self.collection.delete_one({"_id": "finished"})
 
+    async def exists(self) -> bool:
+        """Whether the crawl ran with a copy kept (and was not purged since)."""
+        return await self.collection.find_one({}, {"_id": 1}) is not None
+
     async def load(self) -> Mirrored:
         docs = {doc["_id"]: doc async for doc in self.collection.find({})}
         key = docs.get("seed_key", {}).get("key")
@@ -55,3 +64,23 @@ class StateMirror:
         finished = None if done is None else Finished(
             float(done["at"]), float(done["closed"]), str(done.get("reason") or "finished"))
         return Mirrored(key.encode() if isinstance(key, str) else None, finished)
+
+
+async def purge(settings: Any, crawl_id: str) -> bool:
+    """Drop crawl *crawl_id*'s state copy (``scrapy cluster purge``): run again, the crawl
+    starts anew instead of being taken for one whose Redis lost its state. False without
+    MongoDB settings."""
+    from crawler.connections.clients import mongo_client_from
+    from crawler.connections.options import MongoOptions
+    from crawler.storage.settings import StorageConfig
+
+    storage = StorageConfig.from_settings(settings, crawl_id)
+    if storage is None:
+        return False
+    client = mongo_client_from(MongoOptions.from_settings(settings))
+    try:
+        await client[storage.database].drop_collection(collection_of(crawl_id))
+    finally:
+        await client.close()
+    return True
+

@@ -13,6 +13,7 @@ import time
 
 import redis
 from kafka import KafkaAdminClient
+from pymongo import MongoClient
 
 from crawler.connections import clients as connection
 from crawler.connections.clients import redis_client
@@ -70,6 +71,9 @@ def test_purge_removes_one_crawl_and_nothing_of_another(stack, crawl_id):
         "bloom", "seed", "proxies", "proxy", "finished", "workers"}, before
     assert set(crawllife.topics_of(crawl_id)) <= topics(bootstrap)
 
+    with MongoClient(env["MONGO_URI"]) as mongo:  # the copy of each crawl's state
+        for crawl in (crawl_id, other):
+            mongo["crawler"][f"{crawl}.state"].insert_one({"_id": "seed_key", "key": "k"})
     dry = purge(env, crawl_id)  # without --yes: lists, removes nothing
     assert dry.returncode == 1, dry.stderr[-2000:]
     assert f"would remove {len(before)} Redis keys" in dry.stdout, dry.stdout
@@ -83,6 +87,9 @@ def test_purge_removes_one_crawl_and_nothing_of_another(stack, crawl_id):
     left = topics(bootstrap)
     assert not set(crawllife.topics_of(crawl_id)) & left, left
     assert keys(url, other) == theirs  # the other crawl is untouched
+    with MongoClient(env["MONGO_URI"]) as mongo:  # run again, the crawl starts anew
+        names = set(mongo["crawler"].list_collection_names())
+    assert f"{crawl_id}.state" not in names and f"{other}.state" in names, names
     assert set(crawllife.topics_of(other)) <= left
     print(done.stdout)  # the sample in docs/cluster.md comes from here (pytest -s)
 

@@ -198,3 +198,25 @@ def test_the_scope_hosts_a_running_worker_knew_are_written_back(stack: Any,
 
     members, admitted = asyncio.run(scenario())
     assert members == {b"site.test", b"added.test"} and admitted
+
+
+def test_a_purged_crawl_run_again_is_new_though_its_items_stay(cfg: FrontierConfig,
+                                                                stack: Any) -> None:
+    """``scrapy cluster purge`` removes the Redis keys, the topics and the group, and drops
+    the state copy; the items stay. Run again, the crawl starts anew: not a loss."""
+    env = stack.env()
+
+    async def scenario() -> Stats:
+        client = aioredis.Redis.from_url(env["REDIS_URL"])
+        mongo: AsyncMongoClient[dict[str, Any]] = AsyncMongoClient(env["MONGO_URI"])
+        stats = Stats()
+        try:
+            await _lay_down_mongo(mongo["crawler"], cfg.crawl_id)
+            await guard(cfg, client, mongo["crawler"], "w", mode="stop", stats=stats).ensure()
+            return stats
+        finally:
+            await client.aclose()
+            await mongo.close()
+
+    assert asyncio.run(scenario()) == {}
+
