@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import redis
 from helpers import wait_until
 
@@ -96,6 +97,9 @@ def test_status_without_workers(stack, crawl_id):
     assert f"no workers found for crawl {crawl_id!r}" in proc.stderr
 
 
+# the stop is bounded (every worker gone within 60 s); beside another crawl, a worker whose
+# partitions a rebalance handed it while it closed took longer (run 5 of 2026-12-06)
+@pytest.mark.serial
 def test_pause_resume_and_stop_act_on_every_worker(stack, crawl_id, tmp_path):
     env = {**os.environ, **stack.env(), "CRAWL_ID": crawl_id,
            "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
