@@ -9,7 +9,8 @@ A setting that other readers need too has one reader function here, with its bou
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from scrapy import Request
@@ -104,6 +105,12 @@ class FrontierConfig:
         ``<CRAWL_ID>.requests.1`` for priorities from the lowest threshold up, and so on."""
         extra = (f"{self.requests_topic}.{n}" for n in range(1, len(self.priority_bands) + 1))
         return (self.requests_topic, *extra)
+
+    def request_topics_in(self, names: Iterable[str]) -> list[str]:
+        """The crawl's request topics among *names*: every band, those no longer configured
+        too (``<CRAWL_ID>.requests`` and ``<CRAWL_ID>.requests.<n>``), sorted."""
+        bands = re.compile(re.escape(self.requests_topic) + r"(\.\d+)?")
+        return sorted(name for name in names if bands.fullmatch(name))
 
     @property
     def urgent_topics(self) -> frozenset[str]:

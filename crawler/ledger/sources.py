@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -53,8 +52,7 @@ def kafka_offsets(cfg: FrontierConfig) -> tuple[Offsets, Offsets]:
         heartbeat_interval_ms=cfg.heartbeat_interval_ms,
         max_poll_interval_ms=cfg.max_poll_interval_ms)
     try:
-        bands = re.compile(re.escape(cfg.requests_topic) + r"(\.\d+)?")
-        topics = [t for t in consumer.topics() if bands.fullmatch(t)]
+        topics = cfg.request_topics_in(consumer.topics())
         return (_offsets(consumer, topics),
                 _offsets(consumer, [cfg.seeds_topic] if cfg.seeds_topic in consumer.topics()
                          else []))

@@ -34,7 +34,7 @@ from scrapy import Request
 from crawler.config.keys import CrawlKeys
 from crawler.config.readers import SettingError
 from crawler.connections import shared
-from crawler.connections.tasks import every
+from crawler.connections.tasks import Tasks, every
 from crawler.dedup.dupefilter import RedisBloom
 from crawler.frontier import crawllife
 from crawler.frontier.config import FrontierConfig
@@ -83,7 +83,7 @@ class StateGuard:
         self.stop: Callable[[str], None] | None = None  # ends a running worker (stop mode)
         self._lock = asyncio.Lock()
         self._release: Callable[[], Any] | None = None
-        self._pending: set[asyncio.Future[None]] = set()
+        self._tasks = Tasks("state guard")  # the copies written to MongoDB
 
     @classmethod
     def from_crawler(cls, crawler: Any, client: aioredis.Redis, cfg: FrontierConfig, *,
@@ -106,7 +106,8 @@ class StateGuard:
         return guard
 
     async def close(self) -> None:
-        """Give the shared MongoDB client back."""
+        """End the copies still being written, and give the shared MongoDB client back."""
+        await self._tasks.close()
         release, self._release = self._release, None
         if release is not None:
             await release()
@@ -125,8 +126,7 @@ class StateGuard:
             except Exception as exc:
                 logger.warning("Could not write %s to MongoDB: %s", what, exc)
 
-        self._pending.add(task := asyncio.ensure_future(run()))
-        task.add_done_callback(self._pending.discard)
+        self._tasks.spawn(run(), what)
 
     async def ensure(self, *, running: bool = False) -> None:
         """Return once the crawl's Redis state is there (repaired if it was lost); raise
@@ -135,10 +135,10 @@ class StateGuard:
         async with self._lock:
             if await self.has_state():
                 return
-            evidence = await self.evidence()
+            mirrored = await self._mirrored()
+            evidence = await self.evidence(mirrored)
             if not evidence.exists and not running:
                 return  # a new crawl
-            mirrored = await self._mirrored()
             if self._expired(mirrored):
                 return
             self._lost(evidence)
@@ -155,13 +155,13 @@ class StateGuard:
     async def has_state(self) -> bool:
         return bool(await self.client.exists(f"{self.keys.bloom}:meta", self.keys.recrawl))
 
-    async def evidence(self) -> Evidence:
-        """Offsets committed, and the items stored if the crawl's state copy is there too:
-        ``scrapy cluster purge`` drops the copy (and the topics and group), so a purged
-        crawl run again starts anew, whatever it stored before."""
+    async def evidence(self, mirrored: Mirrored) -> Evidence:
+        """Offsets committed, and the items stored if the crawl's state copy (*mirrored*) is
+        there too: ``scrapy cluster purge`` drops the copy (and the topics and group), so a
+        purged crawl run again starts anew, whatever it stored before."""
         committed = await asyncio.to_thread(kafka_read.committed_offsets, self.cfg)
         documents = 0
-        if self.database is not None and self.mirror is not None and await self.mirror.exists():
+        if self.database is not None and mirrored.kept:
             documents = await self.database[self.cfg.crawl_id].estimated_document_count()
         return Evidence(committed, documents)
 

@@ -6,7 +6,6 @@ only to read its committed offsets; it never subscribes, so it never joins the g
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,18 +32,12 @@ def _partitions(consumer: Any, topics: list[str]) -> list[TopicPartition]:
             for p in sorted(consumer.partitions_for_topic(t) or ())]
 
 
-def request_topics(consumer: Any, cfg: FrontierConfig) -> list[str]:
-    """The crawl's request topics (every priority band, those no longer configured too)."""
-    bands = re.compile(re.escape(cfg.requests_topic) + r"(\.\d+)?")
-    return sorted(t for t in consumer.topics() if bands.fullmatch(t))
-
-
 def committed_offsets(cfg: FrontierConfig) -> int:
     """Records the crawl's group has committed, over its request and seeds topics: more
     than zero means the crawl has run, whatever Redis says."""
     consumer = _consumer(cfg)
     try:
-        tps = _partitions(consumer, [*request_topics(consumer, cfg), cfg.seeds_topic])
+        tps = _partitions(consumer, [*cfg.request_topics_in(consumer.topics()), cfg.seeds_topic])
         if not tps or not any(consumer.end_offsets(tps).values()):
             return 0  # a new crawl, its topics empty: no group to ask (a slow coordinator)
         return sum(consumer.committed(tp) or 0 for tp in tps)
@@ -58,7 +51,7 @@ def scan(cfg: FrontierConfig, *, dead: bool) -> Iterator[bytes]:
     topic too."""
     consumer = _consumer(cfg)
     try:
-        tps = _partitions(consumer, [*request_topics(consumer, cfg), cfg.seeds_topic])
+        tps = _partitions(consumer, [*cfg.request_topics_in(consumer.topics()), cfg.seeds_topic])
         starts = {tp: consumer.committed(tp) for tp in tps}
         if dead:
             for tp in _partitions(consumer, [cfg.dead_topic]):

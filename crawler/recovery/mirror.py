@@ -29,6 +29,11 @@ class Mirrored:
     seed_key: bytes | None = None
     finished: Finished | None = None
 
+    @property
+    def kept(self) -> bool:
+        """Whether the crawl ran with a copy kept (and was not purged since)."""
+        return self.seed_key is not None or self.finished is not None
+
 
 def collection_of(crawl_id: str) -> str:
     """The crawl's state copy's collection: ``<CRAWL_ID>.state``."""
@@ -52,10 +57,6 @@ class StateMirror:
 
     async def forget_finished(self) -> None:
         await self.collection.delete_one({"_id": "finished"})
-
-    async def exists(self) -> bool:
-        """Whether the crawl ran with a copy kept (and was not purged since)."""
-        return await self.collection.find_one({}, {"_id": 1}) is not None
 
     async def load(self) -> Mirrored:
         docs = {doc["_id"]: doc async for doc in self.collection.find({})}

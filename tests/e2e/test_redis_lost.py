@@ -14,11 +14,7 @@ reset rather than show a false zero.
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,6 +22,7 @@ from urllib.parse import urlsplit
 from helpers import wait_until
 from kafka import KafkaConsumer, TopicPartition
 from pymongo import MongoClient
+from test_kafka_failover import _report
 
 from crawler.frontier.codec import decode_request
 from crawler.localstack import demo_site as site
@@ -41,14 +38,6 @@ def _stored(uri: str, crawl_id: str) -> list[str]:
     client: MongoClient[dict[str, str]]
     with MongoClient(uri) as client:
         return [d["url"] for d in client["crawler"][crawl_id].find({}, {"url": 1})]
-
-
-def _report(env: dict[str, str], crawl_id: str) -> dict[str, object]:
-    full = {**os.environ, "SCRAPY_SETTINGS_MODULE": "crawler.settings", **env}
-    proc = subprocess.run([sys.executable, "-m", "scrapy", "cluster", "report", crawl_id,
-                           "--json"], env=full, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
 Offsets = dict[TopicPartition, int]
@@ -145,6 +134,6 @@ def test_redis_back_empty_is_repaired_and_the_crawl_does_not_start_over(
     assert "Redis has lost the state of crawl" in logs, logs[-4000:]
     assert "Alert state_lost active" in logs
     assert "repaired in" in logs
-    report = _report(env, crawl_id)
+    report = _report(crawl_id, env)
     assert report["ledger_reset"], report
     assert report["finished"] is True and report["stored"] == PAGES, report
