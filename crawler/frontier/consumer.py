@@ -23,7 +23,7 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from crawler.frontier import startup
 from crawler.frontier.kafkafix import free_used_records
 from crawler.frontier.leases import OffsetTracker, Partition
-from crawler.frontier.producer import REFUSAL_EVERY, CallFromThread, refused
+from crawler.frontier.producer import CallFromThread, RefusalStall, refused
 
 __all__ = ["ConsumerLoop", "Record"]
 
@@ -88,8 +88,7 @@ class ConsumerLoop:
         self.refetched = 0  # records fetched again in the same epoch, not handed out again
         self._acks: queue.SimpleQueue[tuple[Partition, int, int]] = queue.SimpleQueue()
         self._committed: dict[Partition, int] = {}
-        self.commit_refused_since: float | None = None  # monotonic: the ACLs refuse commits
-        self._refusal_said = 0.0
+        self.commit_refusal = RefusalStall()  # the ACLs refuse commits
         self._dirty = False
         self._paused: tuple[bool, bool] | None = (False, False)  # (the others, urgent)
         self._owned: set[Partition] = set()
@@ -289,25 +288,18 @@ class ConsumerLoop:
             else:
                 logger.warning("Offset commit failed (records will be redelivered): %s", exc)
             return
-        if self.commit_refused_since is not None:
-            logger.info("Offset commits succeed again after %.1f s refused",
-                        time.monotonic() - self.commit_refused_since)
-            self.commit_refused_since = None
+        if (took := self.commit_refusal.ended()) is not None:
+            logger.info("Offset commits succeed again after %.1f s refused", took)
         for tp, meta in offsets.items():
             self._committed[(tp.topic, tp.partition)] = meta.offset
 
     def _commit_refused(self, exc: BaseException) -> None:
         """The group's or a topic's ACL refuses the commit: retried at every interval, an
         ERROR when it starts and once a minute (nothing is lost: the offsets wait)."""
-        now = time.monotonic()
-        if self.commit_refused_since is None:
-            self.commit_refused_since, self._refusal_said = now, now - REFUSAL_EVERY
-        if now - self._refusal_said >= REFUSAL_EVERY:
-            self._refusal_said = now
+        if (lasted := self.commit_refusal.refused()) is not None:
             logger.error("The broker refuses this worker's offset commits for %.0f s (%s): "
-                         "retrying every %.0f s until its ACLs allow them again",
-                         now - self.commit_refused_since, type(exc).__name__,
-                         self.commit_interval)
+                         "retrying every %.0f s until its ACLs allow them again", lasted,
+                         type(exc).__name__, self.commit_interval)
 
     def _partition_lag(self, tp: Partition) -> int | None:
         """Records of *tp* not yet committed: fetch high-water mark minus committed offset."""
@@ -329,7 +321,7 @@ class ConsumerLoop:
             "lag_by_partition": by_partition,
             "in_flight": self.tracker.in_flight(),
             "paused": bool(self._paused and self._paused[0]),
-            "commit_refused": self.commit_refused_since is not None,
+            "commit_refused": self.commit_refusal.since is not None,
         }
 
     def _shutdown(self) -> None:

@@ -51,6 +51,35 @@ REFUSED: tuple[type[BaseException], ...] = (
 )
 
 
+class RefusalStall:
+    """Calls of one kind the broker refuses (its ACLs, its login): when the stall began, how
+    many stalls there were, and whether its line is due (when it starts, then once a
+    minute: every call in flight fails alike, so not a line each)."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None  # monotonic
+        self.count = 0
+        self._said = 0.0
+
+    def refused(self) -> float | None:
+        """Note a refusal; the seconds refused so far when a line is due, else None."""
+        now = time.monotonic()
+        if self.since is None:
+            self.since, self._said = now, now - REFUSAL_EVERY
+            self.count += 1
+        if now - self._said < REFUSAL_EVERY:
+            return None
+        self._said = now
+        return now - self.since
+
+    def ended(self) -> float | None:
+        """A call went through: how long the stall lasted, None if there was none."""
+        if self.since is None:
+            return None
+        took, self.since = time.monotonic() - self.since, None
+        return took
+
+
 def permanent(exc: BaseException) -> bool:
     """Whether a send that failed with *exc* would fail again however often it is tried."""
     return isinstance(exc, PERMANENT)
@@ -85,9 +114,7 @@ class Sender:
         self.pending = 0
         self.failures = 0
         self.rejected = 0
-        self.refused_since: float | None = None  # monotonic: the broker refuses our rights
-        self.refusals = 0  # stalls by a refusal, counted once each
-        self._refusal_said = 0.0  # when the last line about the refusal was logged
+        self.refusal = RefusalStall()  # the broker refuses this worker's rights
 
     def start(self) -> None:
         self._thread.start()
@@ -131,10 +158,8 @@ class Sender:
         with self._lock:
             acks, self._acks = self._acks, []
         self.pending -= len(acks)
-        if self.refused_since is not None:
-            logger.info("The broker takes this worker's sends again after %.1f s refused",
-                        time.monotonic() - self.refused_since)
-            self.refused_since = None
+        if (took := self.refusal.ended()) is not None:
+            logger.info("The broker takes this worker's sends again after %.1f s refused", took)
         for done, partition, offset in acks:
             done(partition, offset)
 
@@ -154,18 +179,21 @@ class Sender:
 
     def _refused(self, topic: str, attempt: int, delay: float, exc: BaseException) -> None:
         """The broker refused this client's rights: an ERROR when the stall starts and once
-        a minute while it lasts (every send in flight fails alike: not a line each)."""
-        now = time.monotonic()
-        if self.refused_since is None:
-            self.refused_since, self._refusal_said = now, now - REFUSAL_EVERY
-            self.refusals += 1
-        if now - self._refusal_said < REFUSAL_EVERY:
+        a minute while it lasts."""
+        if (lasted := self.refusal.refused()) is None:
             return
-        self._refusal_said = now
         logger.error("The broker refuses this worker's sends to %s for %.0f s (%s): retrying "
                      "until its ACLs or login allow them again, next in %.1f s; the sends wait "
-                     "and their requests are not acknowledged", topic, now - self.refused_since,
+                     "and their requests are not acknowledged", topic, lasted,
                      type(exc).__name__, delay)
+
+    @property
+    def refused_since(self) -> float | None:
+        return self.refusal.since
+
+    @property
+    def refusals(self) -> int:
+        return self.refusal.count
 
     def _reject(self, topic: str, size: int, done: Callable[[int, int], None],
                 rejected: Rejected | None, exc: BaseException) -> None:

@@ -53,8 +53,14 @@ class Producer(Protocol):
     """Produces records, each retried until the broker has it (or can never take it)."""
 
     pending: int  # sends not yet acknowledged
-    refused_since: float | None  # the broker refuses this worker's rights (ACLs, login)
-    refusals: int  # stalls by such a refusal
+
+    @property
+    def refused_since(self) -> float | None:
+        """Since when the broker refuses this worker's rights (ACLs, login); None: it does not."""
+
+    @property
+    def refusals(self) -> int:
+        """Stalls by such a refusal."""
 
     def start(self) -> None: ...
 
