@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any
 
 from crawler.connections.kafka_logs import quiet_slow_steps, redact_sasl
@@ -241,3 +242,15 @@ def kafka_consumer(kafka: Kafka, *, group_id: str, connect_timeout: float,
             **fetch))
     except Exception as exc:
         raise _kafka_unavailable(kafka, exc) from exc
+
+
+def committed_offsets(consumer: Any, partitions: list[Any],
+                      timeout: float) -> dict[Any, int | None]:
+    """The offset *consumer*'s group committed on each of *partitions* (``None``: never),
+    all read within *timeout* seconds; ``KafkaTimeoutError`` past it. kafka-python's
+    ``committed()`` without a timeout retries a coordinator that cannot answer (loading, a
+    broker frozen) for ever. Blocking: call it from a thread."""
+    deadline = time.monotonic() + timeout
+    return {tp: consumer.committed(tp, timeout_ms=max(int((deadline - time.monotonic())
+                                                          * 1000), 1))
+            for tp in partitions}

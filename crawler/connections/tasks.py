@@ -4,13 +4,15 @@ A bare ``asyncio.ensure_future`` may be collected while it runs, and an exceptio
 retrieves surfaces at exit as asyncio's "Task exception was never retrieved". A
 :class:`Tasks` keeps each task it spawns until it ends, logs an unexpected exception once
 with the owner's and the task's name, and :meth:`Tasks.close` cancels and awaits them all.
-:func:`every` is the periodic loop such a task runs.
+:func:`every` is the periodic loop such a task runs; :func:`in_thread` runs a blocking
+call a caller may give up on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -64,3 +66,36 @@ async def every(interval: float, call: Callable[[], Awaitable[object]], *,
         await asyncio.sleep(interval)
     while await call() is not False:
         await asyncio.sleep(interval)
+
+
+async def in_thread(call: Callable[[], T], name: str) -> T:
+    """``call()`` in a daemon thread named *name*, awaited. Unlike ``asyncio.to_thread``, a
+    call its caller gave up on (a ``wait_for`` timed out, the task was cancelled) cannot
+    hold the process at exit, where Python joins every thread of the default executor: a
+    blocking client without a deadline of its own (kafka-python's ``committed()``, which
+    retries a busy coordinator for ever) kept a closed worker alive."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: Any, exc: BaseException | None) -> None:
+        if future.done():  # the caller gave up
+            return
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
+        result: Any = None
+        exc: BaseException | None = None
+        try:
+            result = call()
+        except BaseException as error:  # handed to the awaiting task
+            exc = error
+        try:
+            loop.call_soon_threadsafe(settle, result, exc)
+        except RuntimeError:  # the loop closed meanwhile: nobody is waiting
+            pass
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return await future

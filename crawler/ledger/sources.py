@@ -14,6 +14,7 @@ from scrapy.settings import BaseSettings
 
 from crawler.config.keys import CrawlKeys
 from crawler.connections import clients as connection
+from crawler.connections.tasks import in_thread
 from crawler.frontier import crawllife, crawlstate
 from crawler.frontier.config import FrontierConfig
 from crawler.ledger.report import Offsets, lines, reconcile
@@ -53,23 +54,24 @@ def kafka_offsets(cfg: FrontierConfig) -> tuple[Offsets, Offsets]:
         max_poll_interval_ms=cfg.max_poll_interval_ms)
     try:
         topics = cfg.request_topics_in(consumer.topics())
-        return (_offsets(consumer, topics),
-                _offsets(consumer, [cfg.seeds_topic] if cfg.seeds_topic in consumer.topics()
-                         else []))
+        seeds = [cfg.seeds_topic] if cfg.seeds_topic in consumer.topics() else []
+        return (_offsets(consumer, topics, cfg.connect_timeout),
+                _offsets(consumer, seeds, cfg.connect_timeout))
     finally:
         consumer.close(autocommit=False)
 
 
-def _offsets(consumer: Any, topics: Iterable[str]) -> Offsets:
+def _offsets(consumer: Any, topics: Iterable[str], timeout: float) -> Offsets:
     from kafka import TopicPartition
 
     tps = [TopicPartition(t, p) for t in topics for p in consumer.partitions_for_topic(t) or ()]
     if not tps:
         return Offsets(0, 0)
-    committed = {tp: consumer.committed(tp) for tp in tps}  # before the ledger is read
+    committed = connection.committed_offsets(consumer, tps, timeout)  # before the ledger
     begin = consumer.beginning_offsets(tps)
     end = consumer.end_offsets(tps)
-    done = {tp: begin[tp] if committed[tp] is None else committed[tp] for tp in tps}
+    done: dict[Any, int] = {tp: begin[tp] if (at := committed[tp]) is None else at
+                            for tp in tps}
     # a committed offset past the end offset is the truer end (Tansu 0.6, a broker this
     # project ran on before Apache Kafka, said end offsets short of the records it held)
     return Offsets(written=sum(max(end[tp], done[tp]) for tp in tps),
@@ -101,7 +103,7 @@ async def read_report(client: aioredis.Redis, settings: BaseSettings,
     """The crawl's reconciliation (:func:`crawler.ledger.report.reconcile`; not *exact*:
     MongoDB's estimated counts)."""
     cfg = FrontierConfig.from_settings(settings, crawl)
-    requests, seeds = await asyncio.to_thread(kafka_offsets, cfg)
+    requests, seeds = await in_thread(lambda: kafka_offsets(cfg), "ledger-offsets")
     counters = await ledger_counters(client, crawl)
     stored, rejected = await mongo_counts(settings, crawl, exact=exact)
     now, workers, _bad = await crawlstate.read_workers(client, CrawlKeys(crawl).workers,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -44,7 +45,10 @@ def start_worker(index: int, cmd: list[str], env: dict[str, str], log_dir: Path)
     """Start worker *index*; its log goes to ``log_dir/worker-<index>.log`` (appended)."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log = open(log_dir / f"worker-{index}.log", "ab")
-    full_env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "crawler.settings", **env}
+    # PYTHONFAULTHANDLER: a worker stuck past its deadline gets SIGABRT, and its log then
+    # holds every thread's stack (see :func:`wait_all`)
+    full_env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "crawler.settings",
+                "PYTHONFAULTHANDLER": "1", **env}
     process = subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)
     return Worker(index, process, log)
@@ -71,12 +75,43 @@ def stop_workers(workers: list[Worker]) -> None:
         worker.log.close()
 
 
+class WorkersStuck(AssertionError):
+    """Workers still running at their deadline; the message holds the tail of each one's
+    log, which ends with the stacks of its threads."""
+
+
 def wait_all(workers: list[Worker], timeout: float) -> list[int]:
-    """Wait until every worker has exited by itself; their exit codes."""
+    """Wait until every worker has exited by itself; their exit codes. Those still running
+    after *timeout* seconds are aborted with their stacks dumped (:class:`WorkersStuck`)."""
     deadline = time.monotonic() + timeout
-    for worker in workers:
-        worker.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+    try:
+        for worker in workers:
+            worker.process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+    except subprocess.TimeoutExpired:
+        raise WorkersStuck(_abort_stuck(workers, timeout)) from None
     return [w.process.returncode for w in workers]
+
+
+def stop_gracefully(worker: Worker, timeout: float, sig: int = signal.SIGINT) -> int:
+    """Send *sig* (SIGINT and SIGTERM are Scrapy's graceful shutdown) and wait for the exit
+    code; a worker still running after *timeout* seconds is :class:`WorkersStuck`."""
+    worker.process.send_signal(sig)
+    return wait_all([worker], timeout)[0]
+
+
+def _abort_stuck(workers: list[Worker], timeout: float) -> str:
+    stuck = [w for w in workers if w.process.poll() is None]
+    for worker in stuck:
+        worker.process.send_signal(signal.SIGABRT)  # the fault handler dumps every stack
+    for worker in stuck:
+        try:
+            worker.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            worker.process.kill()
+            worker.process.wait()
+    tails = [f"--- worker {w.index} (pid {w.process.pid}) ---\n"
+             + Path(w.log.name).read_text(errors="replace")[-6000:] for w in stuck]
+    return f"{len(stuck)} worker(s) still running after {timeout:.0f} s:\n" + "\n".join(tails)
 
 
 def worker_logs(workers: list[Worker]) -> str:

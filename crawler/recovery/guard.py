@@ -34,7 +34,7 @@ from scrapy import Request
 from crawler.config.keys import CrawlKeys
 from crawler.config.readers import SettingError
 from crawler.connections import shared
-from crawler.connections.tasks import Tasks, every
+from crawler.connections.tasks import Tasks, every, in_thread
 from crawler.dedup.dupefilter import RedisBloom
 from crawler.frontier import crawllife
 from crawler.frontier.config import FrontierConfig
@@ -159,7 +159,7 @@ class StateGuard:
         """Offsets committed, and the items stored if the crawl's state copy (*mirrored*) is
         there too: ``scrapy cluster purge`` drops the copy (and the topics and group), so a
         purged crawl run again starts anew, whatever it stored before."""
-        committed = await asyncio.to_thread(kafka_read.committed_offsets, self.cfg)
+        committed = await self._committed()
         documents = 0
         if self.database is not None and mirrored.kept:
             documents = await self.database[self.cfg.crawl_id].estimated_document_count()
@@ -237,12 +237,15 @@ class StateGuard:
                        "kept" if key is not None else "not known (a new one)",
                        "restored" if mirrored.finished is not None else "absent")
 
+    async def _committed(self) -> int:
+        return await in_thread(lambda: kafka_read.committed_offsets(self.cfg), "repair-offsets")
+
     async def _renew(self) -> None:
         await self.client.pexpire(self.keys.repair, LOCK_MS)
 
     async def _reset_ledger(self) -> None:
         """The counters are gone: say when, and how many records had been committed."""
-        committed = await asyncio.to_thread(kafka_read.committed_offsets, self.cfg)
+        committed = await self._committed()
         now, _ = await self.client.time()
         await self.client.hset(self.keys.ledger,
                                mapping={"reset/at": int(now), "reset/committed": committed})

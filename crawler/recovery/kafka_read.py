@@ -40,7 +40,8 @@ def committed_offsets(cfg: FrontierConfig) -> int:
         tps = _partitions(consumer, [*cfg.request_topics_in(consumer.topics()), cfg.seeds_topic])
         if not tps or not any(consumer.end_offsets(tps).values()):
             return 0  # a new crawl, its topics empty: no group to ask (a slow coordinator)
-        return sum(consumer.committed(tp) or 0 for tp in tps)
+        committed = connection.committed_offsets(consumer, tps, cfg.connect_timeout)
+        return sum(offset or 0 for offset in committed.values())
     finally:
         consumer.close(autocommit=False)
 
@@ -52,7 +53,7 @@ def scan(cfg: FrontierConfig, *, dead: bool) -> Iterator[bytes]:
     consumer = _consumer(cfg)
     try:
         tps = _partitions(consumer, [*cfg.request_topics_in(consumer.topics()), cfg.seeds_topic])
-        starts = {tp: consumer.committed(tp) for tp in tps}
+        starts = connection.committed_offsets(consumer, tps, cfg.connect_timeout)
         if dead:
             for tp in _partitions(consumer, [cfg.dead_topic]):
                 tps.append(tp)

@@ -43,7 +43,14 @@ from crawler.extensions.alerts import AlertsExtension
 from crawler.frontier import codec
 from crawler.frontier.crawlstate import CrawlState
 from crawler.frontier.partitioning import partitioner
-from crawler.localstack.demo import Worker, running, wait_all, worker_command, worker_logs
+from crawler.localstack.demo import (
+    Worker,
+    running,
+    stop_gracefully,
+    wait_all,
+    worker_command,
+    worker_logs,
+)
 from crawler.localstack.stack import Stack, free_port
 from crawler.operations import clusterview
 from crawler.operations.alert_rules import RULES
@@ -437,8 +444,7 @@ def test_a_worker_killed_trips_node_silent_and_a_tiny_bloom_filter_trips_bloom_f
         me = _survivor_key(client, crawl_id, survivor)  # its worker id: the heartbeat field
         metrics_port = _heartbeats(client, crawl_id)[me]
         exported = _scrape_alerts(int(metrics_port["info"]["metrics_port"]))
-        survivor.process.send_signal(signal.SIGINT)  # Scrapy's graceful shutdown
-        survivor.process.wait(timeout=120)
+        stop_gracefully(survivor, 120)  # SIGINT: Scrapy's graceful shutdown
         logs = worker_logs(workers)
     silent = alerts["node_silent"]
     assert silent["worker"] == me and lost in silent["message"]

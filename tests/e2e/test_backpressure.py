@@ -10,7 +10,6 @@ expire and be produced again.
 from __future__ import annotations
 
 import json
-import signal
 
 from helpers import wait_until
 from kafka import KafkaProducer
@@ -19,7 +18,7 @@ from redis import Redis
 from crawler.config import defaults
 from crawler.connections import clients as connection
 from crawler.localstack import demo_site as site
-from crawler.localstack.demo import running, worker_command, worker_logs
+from crawler.localstack.demo import running, stop_gracefully, worker_command, worker_logs
 
 PAGES = 1200
 PAGES_FETCHED = 40
@@ -65,8 +64,7 @@ def test_a_rate_limited_backlog_stays_in_the_broker(stack, crawl_id, tmp_path):
     try:
         with running(1, cmd, env, tmp_path / "logs") as workers:
             wait_until(fetched_enough, 600, f"{PAGES_FETCHED} pages fetched")
-            workers[0].process.send_signal(signal.SIGINT)  # a graceful stop: final stats
-            workers[0].process.wait(120)
+            stop_gracefully(workers[0], 120)  # SIGINT, a graceful stop: final stats
             log = worker_logs(workers)
     finally:
         server.close()

@@ -17,7 +17,7 @@ from pymongo import MongoClient
 from servers import counting
 
 from crawler.localstack import demo_site
-from crawler.localstack.demo import running, wait_all, worker_logs
+from crawler.localstack.demo import running, stop_gracefully, worker_logs
 
 HERE = Path(__file__).resolve().parents[1]  # tests/
 PAGES = 600  # 0.2 s a page, 16 at once: the crawl lasts about 8 s
@@ -35,8 +35,7 @@ def test_a_page_with_its_own_interval_is_fetched_again(stack, crawl_id, tmp_path
         with running(1, cmd, env, tmp_path / "logs") as workers:
             wait_until(lambda: pages() == PAGES, 120, "every page fetched")
             time.sleep(3)  # the front page comes due thrice more
-            workers[0].process.send_signal(signal.SIGTERM)
-            wait_all(workers, timeout=60)
+            stop_gracefully(workers[0], 60, signal.SIGTERM)
             logs = worker_logs(workers)
     finally:
         server.close()

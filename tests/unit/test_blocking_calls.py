@@ -1,0 +1,86 @@
+"""Blocking client calls a worker may give up on: they end by themselves, and one still
+running cannot keep a closed worker's process alive."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from crawler.connections.clients import committed_offsets
+from crawler.connections.tasks import in_thread
+
+pytestmark = pytest.mark.unit
+
+# a worker's close in miniature: a call that never returns, given up by wait_for, then exit
+CALL = 6  # seconds the abandoned call would take
+ABANDON = """
+import asyncio, time
+from crawler.connections.tasks import in_thread
+async def main():
+    try:
+        await asyncio.wait_for({call}(lambda: time.sleep({CALL}), {name}), 0.2)
+    except (asyncio.TimeoutError, TimeoutError):
+        print("gave up", flush=True)
+asyncio.run(main())
+"""
+
+
+def _exit_time(call: str, name: str) -> float:
+    started = time.monotonic()
+    script = ABANDON.format(call=call, name=name, CALL=CALL)
+    done = subprocess.run([sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "gave up", done.stderr
+    return time.monotonic() - started
+
+
+def test_a_call_given_up_does_not_hold_the_process_at_exit() -> None:
+    assert _exit_time("in_thread", "'stuck'") < CALL  # not waited for
+    # asyncio.to_thread's executor is joined at exit: the process lives out the whole call
+    assert _exit_time("asyncio.to_thread", "") >= CALL
+
+
+def test_in_thread_hands_back_the_result_and_the_exception() -> None:
+    def fails() -> None:
+        raise KeyError("lost")
+
+    async def both() -> tuple[int, BaseException]:
+        result = await in_thread(lambda: 6 * 7, "sum")
+        try:
+            await in_thread(fails, "fails")
+        except KeyError as exc:
+            return result, exc
+        raise AssertionError("no exception")
+
+    result, exc = asyncio.run(both())
+    assert result == 42 and exc.args == ("lost",)
+
+
+class SlowCoordinator:
+    """A consumer whose ``committed()`` takes 0.4 s and honours its timeout."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[int] = []
+
+    def committed(self, tp: Any, timeout_ms: int | None = None) -> int:
+        assert timeout_ms is not None, "no deadline: kafka-python would retry for ever"
+        self.timeouts.append(timeout_ms)
+        if timeout_ms < 400:
+            raise TimeoutError(f"{tp} within {timeout_ms} ms")
+        time.sleep(0.4)
+        return 7
+
+
+def test_committed_offsets_share_one_deadline() -> None:
+    consumer = SlowCoordinator()
+    assert committed_offsets(consumer, ["a", "b"], timeout=5.0) == {"a": 7, "b": 7}
+    consumer = SlowCoordinator()
+    with pytest.raises(TimeoutError):
+        committed_offsets(consumer, ["a", "b", "c", "d"], timeout=1.0)
+    first, second, third = consumer.timeouts
+    assert 990 <= first <= 1000 and 550 <= second <= 600 and third < 400
