@@ -109,3 +109,12 @@ def run_bench_module(tmp_path: Path, module: str, args: list[str],
          "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads((out / "results.json").read_text()), result.stdout
+
+
+def ledger_report(crawl_id: str, env: dict[str, str]) -> dict[str, Any]:
+    """``scrapy cluster report CRAWL_ID --json`` with the stack's *env*: the crawl's ledger."""
+    full = {**os.environ, "SCRAPY_SETTINGS_MODULE": "crawler.settings", **env}
+    done = subprocess.run([sys.executable, "-m", "scrapy", "cluster", "report", crawl_id,
+                           "--json"], env=full, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from helpers import wait_until
+from helpers import ledger_report, wait_until
 from kafka.admin import (
     ACLFilter,
     ACLOperation,
@@ -32,7 +32,6 @@ from kafka.admin import (
     ResourceType,
 )
 from pymongo import MongoClient
-from test_kafka_failover import _report
 
 from crawler.config.keys import CrawlKeys
 from crawler.localstack import demo_site as site
@@ -111,7 +110,7 @@ def test_a_revoked_write_acl_stalls_the_crawl_and_nothing_is_lost(
     missing = set(site.site_urls(server.base_url, PAGES)) - set(urls)
     assert not missing, f"{len(missing)} pages never stored, e.g. {sorted(missing)[:3]}"
     assert sorted(urls) == sorted(site.site_urls(server.base_url, PAGES))  # each once
-    report = _report(crawl_id, env)
+    report = ledger_report(crawl_id, env)
     assert report["finished"] is True, report
     assert report["unaccounted"] == 0 and report["pending"] == 0, report
     assert report["stored"] == PAGES, report

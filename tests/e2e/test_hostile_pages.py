@@ -2,8 +2,10 @@
 of traps (:mod:`servers.hostilesite`) and the crawl ends by itself.
 
 Nothing is overridden: the bounds under test are the defaults (``docs/security.md``):
-``DOWNLOAD_MAXSIZE`` (32 MiB, the inflated size too), ``DOWNLOAD_TIMEOUT`` (30 s),
-``REDIRECT_MAX_TIMES`` (10), ``DEPTH_LIMIT`` (32) and the retry budgets. Required:
+``DOWNLOAD_MAXSIZE`` (32 MiB, the inflated size too), ``REDIRECT_MAX_TIMES`` (10) and
+``DEPTH_LIMIT`` (32). The slow page (``DOWNLOAD_TIMEOUT`` and the network retry budget) has
+its own test, tests/e2e/test_slow_page.py: its five attempts at the default 30 s timeout
+took 150 of this test's 200 s. Required:
 
 - both workers exit 0 within :data:`DEADLINE`, with no traceback in their logs;
 - each worker's peak RSS (``VmHWM``) stays under :data:`RSS_BOUND`;
@@ -18,15 +20,12 @@ Nothing is overridden: the bounds under test are the defaults (``docs/security.m
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from helpers import tracebacks_outside_kafka
+from helpers import ledger_report, tracebacks_outside_kafka
 from pymongo import MongoClient
 from servers.hostilesite import (
     CAL_START,
@@ -39,11 +38,10 @@ from servers.hostilesite import (
     month_path,
 )
 
-from crawler.config import defaults
 from crawler.localstack.demo import Worker, running, wait_all, worker_command, worker_logs
 from crawler.security.limits import DISTRIBUTED_LIMITS
 
-DEADLINE = 480.0  # seconds: /slow's five 30 s attempts and their backoff, then the idle timeout
+DEADLINE = 300.0  # seconds: the crawl took 40-70 s, then the idle timeout
 RSS_BOUND = 400 * 1024  # KiB: docs/security.md
 
 
@@ -73,12 +71,6 @@ class PeakRss:
         return self.peaks
 
 
-def _report(env: dict[str, str], crawl_id: str) -> dict[str, Any]:
-    full = {**os.environ, "SCRAPY_SETTINGS_MODULE": "crawler.settings", **env}
-    done = subprocess.run([sys.executable, "-m", "scrapy", "cluster", "report", crawl_id,
-                           "--json"], env=full, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return dict(json.loads(done.stdout))
 
 
 def _ordinary(base: str) -> set[str]:
@@ -94,7 +86,7 @@ def _ordinary(base: str) -> set[str]:
 
 def test_a_hostile_origin_is_bounded_counted_and_survived(stack: Any, crawl_id: str,
                                                           tmp_path: Path) -> None:
-    site = HostileSite().start()
+    site = HostileSite(slow=False).start()
     env = {**stack.env(), "CRAWL_ID": crawl_id}
     try:
         with running(2, worker_command(f"{site.base}/", {}), env, tmp_path / "logs") as workers:
@@ -103,7 +95,7 @@ def test_a_hostile_origin_is_bounded_counted_and_survived(stack: Any, crawl_id: 
             peaks = rss.stop()
         logs = worker_logs(workers)
         assert codes == [0, 0], logs[-5000:]
-        ledger = _report(env, crawl_id)
+        ledger = ledger_report(crawl_id, env)
         database = MongoClient(env["MONGO_URI"])["crawler"]
         urls = [doc["url"] for doc in database[crawl_id].find({}, {"url": 1})]
         failures = [doc["url"] for doc in database[crawl_id + ".failures"].find({}, {"url": 1})]
@@ -114,18 +106,19 @@ def test_a_hostile_origin_is_bounded_counted_and_survived(stack: Any, crawl_id: 
     assert max(peaks.values()) < RSS_BOUND, peaks
     assert ledger["finished"] is True, ledger
     assert (ledger["unaccounted"], ledger["pending"], ledger["overcounted"]) == (0, 0, 0), ledger
-    reasons = Counter(reason.split("/", 1)[1] for reason in TRAPS.values() if "dropped" in reason)
+    reasons = Counter(TRAPS[path].split("/", 1)[1] for path in site.traps
+                      if "dropped" in TRAPS[path])
     # size: /big, /endless, /bomb; redirects: /spiral, /loop. raced_copy: both workers read
     # /links/0 and /links/1 at once, each checked the Bloom filter before the other marked
     # the 10,000 leaves, and the consumer dropped the second copies before any download
     raced = ledger["dropped"].pop("raced_copy", 0)
     assert ledger["dropped"] == reasons and raced <= LEAVES, ledger
-    assert ledger["requests"]["failed"] == {"retries": 1}, ledger  # /slow
+    assert ledger["requests"].get("failed", {}) == {}, ledger
     assert ledger["discarded"].get("depth") == 4, ledger  # the two months at depth 32 link 2 each
-    assert failures == [f"{site.base}/slow"], failures
+    assert failures == [], failures
     hits = site.hits
     assert [hits[path] for path in ("/big", "/endless", "/bomb")] == [1, 1, 1], hits
-    assert hits["/slow"] == 1 + defaults.RETRY_NETWORK_TIMES, hits
+    assert "/slow" not in hits, hits
     assert max(int(p.rsplit("/", 1)[1]) for p in hits if p.startswith("/spiral/")) \
         == DISTRIBUTED_LIMITS["REDIRECT_MAX_TIMES"], hits
     assert hits["/loop/a"] + hits["/loop/b"] == 1 + DISTRIBUTED_LIMITS["REDIRECT_MAX_TIMES"]

@@ -17,18 +17,13 @@ page) and the pages fetched more than once are printed: they are measured, not b
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import wait_until
+from helpers import ledger_report, wait_until
 from kafka.errors import KafkaError
 from kafka_log import group_of
 from pymongo import MongoClient
@@ -42,12 +37,6 @@ PAGES = 2000
 RESTART_AFTER = 20.0  # seconds from the kill to the broker's restart
 
 
-def _report(crawl_id: str, env: dict[str, str]) -> dict[str, Any]:
-    full = {**os.environ, "SCRAPY_SETTINGS_MODULE": "crawler.settings", **env}
-    proc = subprocess.run([sys.executable, "-m", "scrapy", "cluster", "report", crawl_id,
-                           "--json"], env=full, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
 def _victim(cluster: KafkaCluster, case: str, crawl_id: str) -> int:
@@ -110,7 +99,7 @@ def test_a_broker_killed_mid_crawl_loses_nothing(kafka_cluster: KafkaCluster, st
     with MongoClient(env["MONGO_URI"]) as client:
         urls = [d["url"] for d in client["crawler"][crawl_id].find({}, {"url": 1})]
     assert sorted(urls) == sorted(site.site_urls(server.base_url, PAGES))  # each once
-    report = _report(crawl_id, env)
+    report = ledger_report(crawl_id, env)
     assert report["finished"] is True, report
     assert report["unaccounted"] == 0 and report["pending"] == 0, report
     assert report["overcounted"] == 0, report

@@ -5,7 +5,6 @@ accounts for each record, during the crawl and after every worker has exited."""
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import signal
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from helpers import ledger_report
 from kafka import KafkaProducer
 from pymongo import MongoClient
 from servers.ledgersite import LedgerSite
@@ -35,10 +35,6 @@ def _scrapy(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
                           capture_output=True, text=True, timeout=120)
 
 
-def _report(crawl_id: str, env: dict[str, str]) -> dict[str, Any]:
-    proc = _scrapy(["cluster", "report", crawl_id, "--json"], env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
 
 def _wait(what: str, check: Any, timeout: float) -> None:
@@ -89,13 +85,13 @@ def test_every_url_is_accounted_for_after_a_kill(stack: Any, crawl_id: str,
             _wait("100 pages stored", lambda: items.estimated_document_count() >= 100, 120)
             os.kill(workers[0].process.pid, signal.SIGKILL)
             workers[0].process.wait()
-            during = _report(crawl_id, env)
+            during = ledger_report(crawl_id, env)
             assert during["finished"] is False
             assert during["unaccounted"] == 0, during
             workers[0].log.close()
             workers[0] = start_worker(0, cmd, env, logs)
             assert wait_all(workers, timeout=300) == [0, 0], worker_logs(workers)[-5000:]
-            report = _report(crawl_id, env)
+            report = ledger_report(crawl_id, env)
             logs_text = worker_logs(workers)
             stored = items.count_documents({})
     finally:

@@ -19,10 +19,9 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from helpers import wait_until
+from helpers import ledger_report, wait_until
 from kafka import KafkaConsumer, TopicPartition
 from pymongo import MongoClient
-from test_kafka_failover import _report
 
 from crawler.frontier.codec import decode_request
 from crawler.localstack import demo_site as site
@@ -134,6 +133,6 @@ def test_redis_back_empty_is_repaired_and_the_crawl_does_not_start_over(
     assert "Redis has lost the state of crawl" in logs, logs[-4000:]
     assert "Alert state_lost active" in logs
     assert "repaired in" in logs
-    report = _report(crawl_id, env)
+    report = ledger_report(crawl_id, env)
     assert report["ledger_reset"], report
     assert report["finished"] is True and report["stored"] == PAGES, report
