@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from helpers import in_ci
 from support.demo_site import PAGES as SITE_DIR_PAGES
+from support.scheduling import make_scheduler
 
 from crawler.connections.kafka_logs import CLIENT_LOGGERS
 from crawler.localstack.kafka_cluster import KafkaCluster
@@ -218,3 +219,9 @@ def _fail_a_skip_in_ci(report: pytest.TestReport | pytest.CollectReport) -> None
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped under CI=true, where every test must run: {reason}"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: the groups of :data:`support.scheduling.SHARED` (one process per
+    costly shared fixture), every other test alone."""
+    return make_scheduler(config, log)

@@ -134,11 +134,17 @@ class HostGate:
         self._wanted.set()  # the renewal under way may be an interval off
 
     def demands(self) -> list[Demand]:
+        """What to ask for each host. What the worker holds is what it may have in flight
+        until the answer comes: its current share, used meanwhile, if that is more than its
+        requests in flight (their count alone let the store shrink the hold below what the
+        worker then started, and grant the rest to another worker: over the limit)."""
         waiting = self._demand()
         hosts = set(waiting) | set(self.in_flight) | set(self.grants)
         limit = self.cfg.concurrency
+        usable = self._clock() < self._valid_until
         demands = [Demand(host, limit, min(limit, self.in_flight[host] + waiting.get(host, 0)),
-                          self.in_flight[host]) for host in sorted(hosts)]
+                          max(self.in_flight[host], self.grants.get(host, 0) if usable else 0))
+                   for host in sorted(hosts)]
         self._asked = {d.host for d in demands if d.want > 0}
         return demands
 
@@ -159,7 +165,7 @@ class HostGate:
         self._valid_until = sent + self.cfg.ttl - self.cfg.interval
         starved = False
         for demand, grant in zip(demands, grants, strict=True):
-            self._granted(demand.host, grant)
+            self._granted(demand.host, grant, demand.in_flight)
             starved |= grant == 0 and demand.want > 0
         if not starved:
             self._starved_since = None
@@ -167,11 +173,14 @@ class HostGate:
             self._starved_since = sent
         self._inc("hostlimit/renewals")
 
-    def _granted(self, host: str, grant: int) -> None:
+    def _granted(self, host: str, grant: int, held: int) -> None:
+        """Apply *grant*; *held* is what the store now counts for this worker."""
         if self.in_flight[host] > grant:
             self._over.add(host)
         else:
             self._over.discard(host)
+            if grant < held:  # the store still counts the old share: tell it the new one
+                self._wanted.set()
         if grant > 0:
             self.grants[host] = grant
         else:

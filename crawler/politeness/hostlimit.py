@@ -63,7 +63,9 @@ class HostLimitConfig:
 
 
 class Demand(NamedTuple):
-    """What a worker asks for one host: *want* requests in flight, *in_flight* now."""
+    """What a worker asks for one host: *want* requests in flight; *in_flight*, the most it
+    may have in flight until the answer comes (its requests in flight, or its current share
+    if more: it goes on using that meanwhile)."""
 
     host: str
     limit: int

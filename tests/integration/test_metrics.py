@@ -29,7 +29,7 @@ from crawler.config.keys import CrawlKeys, worker_id
 from crawler.extensions.metrics import MetricsExporter
 from crawler.localstack.demo import Worker, start_worker, wait_all, worker_command, worker_logs
 from crawler.localstack.stack import Stack, free_port
-from tests.helpers import wait_until
+from tests.helpers import SHORT_IDLE, wait_until
 
 PROMETHEUS = Path("/usr/bin/prometheus")
 SERVICE_VARS = ("KAFKA_BOOTSTRAP_SERVERS", "REDIS_URL", "MONGO_URI", "MONGO_DATABASE", "CRAWL_ID")
@@ -262,6 +262,8 @@ def distributed_settings(port: int, proxies: list[str]) -> dict[str, Any]:
         "RATELIMIT_RATE": 4,
         # a proxy list switches the proxy pool on: two real proxies and a refused port
         "ROTATING_PROXY_LIST": ",".join(proxies),
+        # the wait after the drain is not under test: 3 s instead of 30 (helpers.SHORT_IDLE)
+        **SHORT_IDLE,
     }
 
 
@@ -289,7 +291,7 @@ def test_prometheus_scrapes_two_distributed_workers(
                       ports, demo_site_pages)
         drained = f"sum(crawler_frontier_lag_records{selector}) == 0"
         wait_until(lambda: len(query(api, drained)) == 1, 120, "the lag back to 0")
-        assert wait_all(workers, timeout=180) == [0, 0]  # the default idle timeout: 30 s
+        assert wait_all(workers, timeout=180) == [0, 0]
     finally:
         for worker in workers:
             stop(worker.process, signal.SIGINT)  # Scrapy's graceful shutdown

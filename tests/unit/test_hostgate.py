@@ -233,6 +233,51 @@ def test_a_request_blocked_while_a_renewal_was_in_flight_is_freed_by_it() -> Non
     assert freed == [("a.test", 1)]
 
 
+def test_requests_started_while_a_renewal_is_on_its_way_count_against_the_limit() -> None:
+    """The old share is used until the renewal's answer comes: the worker tells the store it
+    may hold all of it, not only what it had in flight when it sent the renewal. (It told
+    its in-flight count: the store shrank its hold to 4 while it started 4 more under its
+    old share of 8, another worker was granted the 4 others, and the host got 12 requests at
+    once with a limit of 8; tests/e2e/test_spread.py saw 17 with a limit of 16.)"""
+    clock = Clock()
+    store = MemorySlotStore(clock)
+    gate = _gate(store, clock, [], {"a.test": 8})
+    asyncio.run(gate.renew())
+    requests = [Request(f"http://a.test/{n}") for n in range(8)]
+    assert [gate.admit(r) for r in requests[:4]] == [None] * 4
+    assert store.renew_one("w2", Demand("a.test", 8, 8, 0), 5) == 0  # w1 holds all 8
+
+    class OnItsWay:
+        async def renew(self, *args: Any) -> list[int]:
+            started = [gate.admit(r) for r in requests[4:]]  # under the share of 8
+            assert started == [None] * 4
+            return await store.renew(*args)
+
+    gate.store = OnItsWay()
+    asyncio.run(gate.renew())
+    assert gate.in_flight["a.test"] == 8
+    other = store.renew_one("w2", Demand("a.test", 8, 8, 0), 5)
+    assert gate.in_flight["a.test"] + other <= 8, f"w2 granted {other} beside 8 in flight"
+
+
+def test_a_share_shrunk_below_what_the_store_counts_is_told_at_once() -> None:
+    """The store counted the old share (8) until the answer came; with fewer in flight than
+    the new share (4) the worker renews again at once, not an interval later."""
+    clock = Clock()
+    store = MemorySlotStore(clock)
+    gate = _gate(store, clock, [], {"a.test": 8})
+    asyncio.run(gate.renew())
+    assert [gate.admit(Request(f"http://a.test/{n}")) for n in range(2)] == [None, None]
+    assert store.renew_one("w2", Demand("a.test", 8, 8, 0), 5) == 0
+    asyncio.run(gate.renew())
+    assert gate.grants == {"a.test": 4} and gate._wanted.is_set()
+    assert store.renew_one("w2", Demand("a.test", 8, 8, 0), 5) == 0  # the old 8 still count
+    gate._wanted.clear()
+    asyncio.run(gate.renew())
+    assert not gate._wanted.is_set()
+    assert store.renew_one("w2", Demand("a.test", 8, 8, 0), 5) == 4
+
+
 def test_a_holder_tells_the_store_once_its_holds_are_down_to_a_shrunk_share() -> None:
     """A second worker's share is free only once the first one's holds are down to its new
     share and the store knows it: the first renews then, not an interval later."""
