@@ -103,6 +103,17 @@ class KillCluster:
     def log_text(self, index: int) -> str:
         return self.generation_log(self.current[index])
 
+    def log_size(self, index: int) -> int:
+        """Bytes in worker *index*'s log file now: a mark for :meth:`log_since`."""
+        return os.path.getsize(self.current[index].worker.log.name)
+
+    def log_since(self, index: int, mark: int) -> str:
+        """What worker *index* logged after *mark*, read without the lines before it (a
+        poll every 20 ms of a whole log fell behind the moment it waited for under load)."""
+        with open(self.current[index].worker.log.name, "rb") as f:
+            f.seek(mark)
+            return f.read().decode(errors="replace")
+
     def generation_log(self, gen: Generation) -> str:
         """The lines *gen* wrote (a worker's generations share one log file)."""
         later = [g.log_from for g in self.history
@@ -118,9 +129,9 @@ class KillCluster:
     def kill(self, index: int, phase: str, *, restart: bool = True) -> Kill:
         """kill -9 worker *index*, note what it held, and start its next generation."""
         gen = self.current[index]
-        beat = self.heartbeats().get(gen.worker.process.pid, {})
-        os.kill(gen.worker.process.pid, signal.SIGKILL)
+        os.kill(gen.worker.process.pid, signal.SIGKILL)  # first: the moment is the point
         at = time.time()
+        beat = self.heartbeats().get(gen.worker.process.pid, {})  # its last, still in Redis
         gen.worker.process.wait()
         gen.worker.log.close()
         kill = Kill(phase, index, gen.agent, gen.worker.process.pid, at)

@@ -125,18 +125,26 @@ def _startup_kills(kc: KillCluster) -> None:
     _kill_holder(kc, "start-up")
 
 
-def _rebalance_kill(kc: KillCluster) -> None:
-    """Start a worker and kill one that holds work while the group rebalances for it."""
-    _wait(kc, lambda: bool(kc.holders()), "a worker holding work (rebalance)")
-    victim = kc.rng.choice(kc.holders())
-    mark = len(kc.log_text(victim))
-    kc.start(max(kc.current) + 1)
-    _wait(kc, lambda: REVOKED in kc.log_text(victim)[mark:], "a rebalance after a worker started",
-          poll=0.02)
-    # restarted: the crawl may finish meanwhile (it did 2 s before the restart in a run with
-    # KILL_SEED=1200076484); the restarted worker then joins, finds the crawl drained and
-    # exits by itself (on Tansu, the broker before Apache Kafka, it looped in SyncGroup)
-    kc.kill(victim, "rebalance")
+def _rebalance_kill(kc: KillCluster, attempts: int = 3) -> None:
+    """Start a worker and kill one that holds work while the group rebalances for it. On
+    Apache Kafka a rebalance is over within a second (on Tansu it took seconds), and under
+    load the kill came after it twice in a day's full runs ("rebalance: assigned"): a kill
+    that came late is kept as ``rebalance-late`` (it still loses nothing) and another worker
+    is started for another rebalance, up to *attempts* times."""
+    for _ in range(attempts):
+        _wait(kc, lambda: bool(kc.holders()), "a worker holding work (rebalance)")
+        victim = kc.rng.choice(kc.holders())
+        mark = kc.log_size(victim)
+        kc.start(max(kc.current) + 1)
+        _wait(kc, lambda v=victim, m=mark: REVOKED in kc.log_since(v, m),
+              "a rebalance after a worker started", poll=0.01)
+        # restarted: the crawl may finish meanwhile (it did 2 s before the restart in a run
+        # with KILL_SEED=1200076484); the restarted worker then joins, finds the crawl drained
+        # and exits by itself (on Tansu, the broker before Apache Kafka, it looped in SyncGroup)
+        kill = kc.kill(victim, "rebalance")
+        if kill.log_states == "rebalancing":
+            return
+        kill.phase = "rebalance-late"
 
 
 def _finish(kc: KillCluster, server: demo_site.DemoServer,
