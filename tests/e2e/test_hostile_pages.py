@@ -71,8 +71,6 @@ class PeakRss:
         return self.peaks
 
 
-
-
 def _ordinary(base: str) -> set[str]:
     """The pages the crawl must store: what is no trap, the calendar within the depth limit."""
     depth = DISTRIBUTED_LIMITS["DEPTH_LIMIT"]  # /cal/2026/12 is at depth 1, a month a level

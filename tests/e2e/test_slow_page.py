@@ -30,8 +30,6 @@ from crawler.localstack.demo import running, wait_all, worker_command, worker_lo
 SETTINGS = {"DOWNLOAD_TIMEOUT": 3, "RETRY_BACKOFF_MAX": 2.0, **SHORT_IDLE}
 
 
-
-
 def test_a_page_slower_than_the_timeout_is_retried_then_recorded_failed(
         stack: Any, crawl_id: str, tmp_path: Path) -> None:
     site = HostileSite().start()
