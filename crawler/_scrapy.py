@@ -19,9 +19,6 @@ attribute and signature relied on here, and names what changed if a release brea
   closed by the frontier's worker lifecycle and by middlewares that give up.
 - ``request.meta["_auth_proxy"]``: where ``HttpProxyMiddleware`` remembers whose proxy
   credentials a request carries; it never leaves the process.
-- ``RobotsTxtMiddleware._parsers``: netloc -> the host's robots.txt parser (a Deferred while
-  it downloads, ``None`` when it could not be had), read by
-  :mod:`crawler.middlewares.robots` for the waiters Scrapy gives ``None``.
 """
 
 from __future__ import annotations
@@ -39,9 +36,8 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 __all__ = ["AUTH_PROXY_META", "SCRAPER_LOGGER", "BaseScheduler", "EngineHook", "TunnelError",
-           "as_deferred", "close_spider", "engine_paused", "engine_running",
-           "on_download_failed", "on_request_left", "pause_engine", "robots_parser_of",
-           "unpause_engine"]
+           "as_deferred", "close_spider", "download", "engine_paused", "engine_running",
+           "on_download_failed", "on_request_left", "pause_engine", "unpause_engine"]
 
 #: meta key of ``HttpProxyMiddleware``: the proxy URL whose credentials the request carries
 AUTH_PROXY_META = "_auth_proxy"
@@ -96,16 +92,6 @@ def on_download_failed(crawler: Crawler,
     scraper.enqueue_scrape = enqueue_scrape
 
 
-def robots_parser_of(middleware: Any, request: Request) -> Any:
-    """The robots.txt parser *middleware* (a ``RobotsTxtMiddleware``) keeps for *request*'s
-    host: None while it downloads or when there is none."""
-    from scrapy.utils.httpobj import urlparse_cached
-    from twisted.internet.defer import Deferred
-
-    parser = middleware._parsers.get(urlparse_cached(request).netloc)
-    return None if isinstance(parser, Deferred) else parser
-
-
 def as_deferred(coro: Coroutine[Any, Any, None]) -> Deferred[None]:
     """A Deferred of *coro*, for the scheduler's ``open`` and ``close``."""
     return deferred_from_coro(coro)
@@ -116,6 +102,11 @@ def _engine(crawler: Crawler) -> Any:
     if engine is None:
         raise RuntimeError("the crawler has no engine yet")
     return engine
+
+
+async def download(crawler: Crawler, request: Request) -> Any:
+    """*request* downloaded by the engine outside the scheduler (a robots.txt): its response."""
+    return await _engine(crawler).download_async(request)
 
 
 def engine_paused(crawler: Crawler) -> bool:

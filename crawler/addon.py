@@ -75,11 +75,16 @@ class DistributedAddon:
 
     def update_settings(self, settings: BaseSettings) -> None:
         self.register_defaults(settings)
-        _replace(settings, "DOWNLOADER_MIDDLEWARES", ROBOTS,  # every waiter gets the parser
-                 "crawler.middlewares.robots.SharedRobotsTxtMiddleware", 100)
+        _replace(settings, "DOWNLOADER_MIDDLEWARES", ROBOTS,  # once per host for the cluster
+                 "crawler.middlewares.robots.ClusterRobotsTxtMiddleware", 100)
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")  # the SSRF guard, both modes
         middlewares.setdefault("crawler.middlewares.network.NetworkGuardMiddleware", 950)
+        # redirects in canonical form and held to the URL traps, both modes (docs/urls.md)
+        middlewares.setdefault("crawler.middlewares.canonical.CanonicalRedirectMiddleware", 40)
         settings.set("DOWNLOADER_MIDDLEWARES", middlewares, PRIORITY)
+        spider = settings.getdict("SPIDER_MIDDLEWARES")  # every link: after depth, before length
+        spider.setdefault("crawler.middlewares.canonical.CanonicalLinksMiddleware", 850)
+        settings.set("SPIDER_MIDDLEWARES", spider, PRIORITY)
         extensions = settings.getdict("EXTENSIONS")  # a failed download in one line
         extensions.setdefault("crawler.extensions.downloadlog.DownloadErrorLog", 100)
         settings.set("EXTENSIONS", extensions, PRIORITY)
@@ -115,6 +120,7 @@ class DistributedAddon:
         _replace(settings, "DOWNLOADER_MIDDLEWARES", OFFSITE,  # the hosts scrapy seed added
                  "crawler.middlewares.scope.ScopeOffsiteMiddleware", 50)
         self._downloader(settings)
+        self._host_delay(settings)
         _replace(settings, "SPIDER_MIDDLEWARES", DEPTH,  # a seed's own depth_limit meta too
                  "crawler.middlewares.depth.SeedDepthMiddleware", 900)
         settings.set("METRICS_ENABLED", True, PRIORITY)
@@ -136,14 +142,12 @@ class DistributedAddon:
         """Politeness and resilience: on by default, each with its own switch.
 
         A switch set in the project or on the command line wins (add-on settings
-        have a lower priority). The rate limiter is switched on once a rate is
-        configured (``RATELIMIT_RATE`` or ``RATELIMIT_DOMAINS``); the proxy pool and
+        have a lower priority). The rate limiter is on: it holds every host's rate
+        (robots.txt ``Crawl-delay``, ``RATELIMIT_RATE``, ``RATELIMIT_DOMAINS``); the proxy pool and
         user-agent rotation once they have something to rotate.
         """
         settings.set("RETRY_BACKOFF_ENABLED", True, PRIORITY)
-        has_rates = any(config.user_set(settings, name)
-                        for name in ("RATELIMIT_RATE", "RATELIMIT_DOMAINS"))
-        settings.set("RATELIMIT_ENABLED", has_rates, PRIORITY)
+        settings.set("RATELIMIT_ENABLED", True, PRIORITY)  # robots.txt Crawl-delays at least
         has_proxies = bool(config.get_list(settings, "ROTATING_PROXY_LIST")
                            or config.get_str(settings, "ROTATING_PROXY_LIST_PATH"))
         settings.set("PROXY_ENABLED", has_proxies, PRIORITY)
@@ -165,6 +169,20 @@ class DistributedAddon:
         if config.get_bool(settings, "RETRY_BACKOFF_ENABLED"):
             middlewares["scrapy.downloadermiddlewares.retry.RetryMiddleware"] = None
         settings.set("DOWNLOADER_MIDDLEWARES", middlewares, PRIORITY)
+
+    @staticmethod
+    def _host_delay(settings: BaseSettings) -> None:
+        """``DOWNLOAD_DELAY`` is the cluster's gap between two requests to a host (the default
+        ``HOSTLIMIT_DELAY`` of -1), kept by the rate limiter's token, taken as the request goes
+        out. Scrapy's own per-process slot delay is then 0: a request it held after its token
+        came up to 12 ms late, and the next worker's, on time, 0.088 s after it (0.1 s delay)."""
+        if not (config.get_bool(settings, "HOSTLIMIT_ENABLED")
+                and config.get_bool(settings, "RATELIMIT_ENABLED")):
+            return
+        if config.get_float(settings, "HOSTLIMIT_DELAY") < 0:
+            delay = config.get_float(settings, "DOWNLOAD_DELAY", minimum=0)
+            settings.set("HOSTLIMIT_DELAY", delay, PRIORITY)
+        settings.set("DOWNLOAD_DELAY", 0, "cmdline")
 
     @staticmethod
     def _pipelines(settings: BaseSettings, wanted: dict[str, int]) -> None:

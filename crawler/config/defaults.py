@@ -62,6 +62,12 @@ SEED_REQUEST_FIELDS: list[str] = []  # fields beyond url/priority/meta it may se
 KAFKA_DELIVERY_TIMEOUT = 120.0  # seconds a send may wait for its ack; then it is sent again
 KAFKA_MAX_UNACKED = 2000  # leases + follow-up sends not yet acknowledged; above: fetching pauses
 
+# --- canonical URLs and URL traps (docs/urls.md) ---
+CANONICAL_DROP_PARAMS: list[str] = [  # query and ;path parameters removed (globs, any case)
+    "utm_*", "gclid", "fbclid", "jsessionid", "phpsessid", "sid", "sessionid"]
+CANONICAL_SORT_QUERY = False  # True: the query's parameters in sorted order
+URLTRAP_MAX_SEGMENT_REPEATS = 3  # a path with one segment more often than this: a trap; 0 = off
+
 # --- SSRF guard (docs/security.md) ---
 BLOCKED_NETWORKS: list[str] = [  # CIDRs no request may connect to
     "169.254.0.0/16", "fe80::/10", "100.100.100.200/32", "fd00:ec2::254/128"]
@@ -110,6 +116,14 @@ RETRY_LATER_STATUSES: list[int] = [429, 502, 503, 504]
 RETRY_NETWORK_TIMES = 4  # retries of the origin's network errors (resets, timeouts, refusals)
 RETRY_MAX_TIME = 300.0  # seconds one request may spend on retries, waits included
 
+# --- robots.txt, once per host for the cluster (RFC 9309; ROBOTSTXT_OBEY is Scrapy's) ---
+ROBOTSTXT_TTL = 86400.0  # seconds a robots.txt is used before it is fetched again (RFC: 24 h)
+ROBOTSTXT_RETRY_AFTER = 30.0  # seconds a 5xx/429/unreachable robots.txt disallows its host
+ROBOTSTXT_RETRIES = 4  # unreachable this many times in a row: the host's requests are dropped
+ROBOTSTXT_MAX_SIZE = 512000  # bytes of a robots.txt parsed (RFC: at least 500 KiB)
+ROBOTSTXT_MAX_REDIRECTS = 5  # redirects followed to a robots.txt; more: no rules (allow)
+ROBOTSTXT_CRAWL_DELAY_MAX = 30.0  # seconds: the longest Crawl-delay honoured; 0: ignored
+
 # --- cluster-wide per-host limits (with the Kafka frontier) ---
 HOSTLIMIT_ENABLED = True  # every worker of a crawl shares each host's concurrency and delay
 HOSTLIMIT_CONCURRENCY = 0  # in flight to a host, cluster-wide; 0: CONCURRENT_REQUESTS_PER_DOMAIN
@@ -118,8 +132,8 @@ HOSTLIMIT_TTL = 5.0  # seconds a worker's shares live unrenewed (a killed worker
 HOSTLIMIT_INTERVAL = 0.5  # seconds between two renewals of a worker's shares (one round trip)
 
 # --- per-domain rate limit ---
-RATELIMIT_ENABLED = False  # True: RateLimitMiddleware limits every host's request rate
-RATELIMIT_RATE = 1.0  # tokens (requests) per second per host
+RATELIMIT_ENABLED = False  # distributed mode switches it on: RateLimitMiddleware, per-host rates
+RATELIMIT_RATE = 0.0  # tokens (requests) per second per host; 0: none but Crawl-delays, DOMAINS
 RATELIMIT_BURST = 2.0  # tokens a host's bucket holds: requests that may go at once
 RATELIMIT_DOMAINS: dict[str, dict[str, float]] = {}  # {"example.com": {"rate": 2, "burst": 4}}
 RATELIMIT_MAX_WAIT = 60.0  # seconds a request may reserve ahead; later ones come back unreserved

@@ -154,6 +154,14 @@ class CrawlKeys:
         """Hash: worker id -> ``held,want,expires_ms,served_ms`` for one host."""
         return self.host_slots_prefix + host
 
+    def robots(self, origin: str) -> str:
+        """String: the JSON robots.txt verdict of *origin* (``scheme://host:port``)."""
+        return self.prefix + "robots:" + origin
+
+    def robots_claim(self, origin: str) -> str:
+        """String: the worker fetching *origin*'s robots.txt for the cluster, while it does."""
+        return self.prefix + "robots-claim:" + origin
+
     @property
     def ratelimit_prefix(self) -> str:
         """``<prefix>ratelimit:<host>`` hashes hold each host's token bucket."""

@@ -29,6 +29,7 @@ STAT_COUNTERS = {
     "frontier/unencodable": "discarded/unencodable",
     "depth/request_ignored_count": "discarded/depth",
     "urllength/request_ignored_count": "discarded/url_length",
+    "urltrap/path_repeats": "discarded/path_repeats",  # crawler.middlewares.canonical
     "offsite/filtered": "discarded/offsite",  # Scrapy's filter, when a request is scheduled
     "retry/count": "retries",
     "frontier/seeds_published": "seeds/published",

@@ -22,6 +22,8 @@ from crawler.config.readers import SettingError
 from crawler.connections.clients import request_timeout_ms
 from crawler.connections.kafka_topics import TopicPolicy
 from crawler.connections.options import KafkaOptions, RedisOptions, connect_timeout
+from crawler.frontier.canonical import DEFAULT as CANONICAL
+from crawler.frontier.canonical import CanonicalRules
 from crawler.frontier.partitioning import PARTITION_BY, partitioner
 from crawler.frontier.seedrule import DEFAULT, SeedRule
 
@@ -77,6 +79,7 @@ class FrontierConfig:
     priority_bands: tuple[int, ...] = (1,)  # KAFKA_PRIORITY_BANDS, ascending
     min_share: float = defaults.KAFKA_PRIORITY_MIN_SHARE
     seed_rule: SeedRule = DEFAULT  # SEED_META_KEYS, SEED_REQUEST_FIELDS
+    canonical: CanonicalRules = CANONICAL  # CANONICAL_*: the form seeds are taken in
     partition_key: Callable[[Request], bytes] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -171,6 +174,7 @@ class FrontierConfig:
             priority_bands=_bands(s),
             min_share=config.get_float(s, "KAFKA_PRIORITY_MIN_SHARE", minimum=0, maximum=0.5),
             seed_rule=SeedRule.from_settings(s),
+            canonical=CanonicalRules.from_settings(s),
         )
         values.check()
         return values

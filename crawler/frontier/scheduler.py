@@ -198,7 +198,7 @@ class KafkaScheduler(Records, BaseScheduler):
             spider=spider, fingerprint=self.crawler.request_fingerprinter.fingerprint,
             state=state, submit=self.outbox.submit, stats=self.stats, finish=self._finish,
             dead=self._dead, limit=cfg.seed_claims, signer=self.signer, rule=cfg.seed_rule,
-            scope=self.scope)
+            scope=self.scope, canonical_rules=cfg.canonical)
         self._engine: EngineHook = on_request_left(self.crawler, self._left)
         on_download_failed(self.crawler, self.accounting.failed)  # process_response's too
         self._start_gate(slots or MemorySlotStore())

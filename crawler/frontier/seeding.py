@@ -23,7 +23,7 @@ from typing import Any
 from scrapy import Request, Spider
 
 from crawler.dedup.due import RECRAWL_META
-from crawler.frontier import codec
+from crawler.frontier import canonical, codec
 from crawler.frontier.consumer import Record
 from crawler.frontier.leases import Lease
 from crawler.frontier.scope import CrawlScope
@@ -43,8 +43,10 @@ class SeedClaims:
         submit: Callable[..., bool], stats: Any, finish: Callable[[Lease], None],
         dead: Callable[[Record, Lease, str], None], limit: int, signer: SeedSigner,
         rule: SeedRule = DEFAULT, scope: CrawlScope | None = None,
+        canonical_rules: canonical.CanonicalRules = canonical.DEFAULT,
     ) -> None:
         self.spider, self.fingerprint, self.state = spider, fingerprint, state
+        self.canonical = canonical_rules  # CANONICAL_*: a seed in the form of the crawl's links
         self.scope, self.signer, self.rule = scope, signer, rule
         self._badly_signed = 0
         self.submit, self.stats, self.finish, self.dead = submit, stats, finish, dead
@@ -65,13 +67,17 @@ class SeedClaims:
         return self._claim(request, record, lease)
 
     def _decode(self, record: Record) -> Request:
-        """The seed of *record*: in full if a worker of the crawl signed it, else restricted."""
+        """The seed of *record* (in full if a worker of the crawl signed it, else restricted),
+        in canonical form (:mod:`crawler.frontier.canonical`)."""
         verdict = self.signer.verdict(record.value, record.headers)
         if verdict is Verdict.SIGNED:
-            return codec.decode_trusted_seed(record.value, self.spider)
-        if verdict is Verdict.BAD:
-            self._bad_signature(record)
-        return codec.decode_seed(record.value, self.spider, rule=self.rule)
+            request = codec.decode_trusted_seed(record.value, self.spider)
+        else:
+            if verdict is Verdict.BAD:
+                self._bad_signature(record)
+            request = codec.decode_seed(record.value, self.spider, rule=self.rule)
+        url = self.canonical.url(request.url)
+        return request if url == request.url else request.replace(url=url)
 
     def _bad_signature(self, record: Record) -> None:
         self._badly_signed += 1

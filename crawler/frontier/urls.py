@@ -4,6 +4,8 @@ becomes ``https://example.com/b``.
 Lower-case scheme and host, no default port, no dot segments (RFC 3986, 5.2.4), no fragment,
 ``/`` for an empty path. The query and the user info are kept as written: a server may tell
 ``?a=1&b=2`` from ``?b=2&a=1``, and Scrapy's fingerprint already sorts queries for dedup.
+It is the first part of the canonical form of every URL the crawl follows, which also drops
+the parameters ``CANONICAL_DROP_PARAMS`` names (:mod:`crawler.frontier.canonical`).
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ Every record of a crawl's topics ends as exactly one *outcome*, counted once per
 - a request record: ``fetched/<N>xx`` (its last response's status class),
   ``failed/retries`` (the retry middleware gave up on it), ``failed/<error>`` (an error no
   retry covers), ``dropped/<reason>`` (a component ignored it: ``offsite``, ``robots``,
-  ``redirects``, ``size``, ``raced_copy``, ``ignored``), ``dead`` (it could not be decoded:
-  dead-lettered) or ``requeued`` (its lease expired and a new record carries it);
+  ``redirects``, ``size``, ``raced_copy``, ``path_repeats``, ``url_length``, ``ignored``),
+  ``dead`` (it could not be decoded: dead-lettered) or ``requeued`` (its lease expired and a
+  new record carries it);
 - a seed record: ``seeds/accepted``, ``seeds/duplicate``, ``seeds/out_of_scope`` or
   ``seeds/invalid`` (dead-lettered).
 

@@ -33,6 +33,8 @@ from crawler.connections.retry import RedisRetry, RetryStopped, retry
 from crawler.connections.tasks import Tasks
 from crawler.frontier.completion import REDIS_ERROR
 from crawler.frontier.delay import NOT_BEFORE_KEY, delayed, scheduler_delays, sleep
+from crawler.politeness.crawldelay import crawl_delays
+from crawler.politeness.hostlimit import HostLimitConfig
 from crawler.politeness.ratelimiter import (
     Grant,
     Limiter,
@@ -68,8 +70,10 @@ class RateLimitMiddleware:
     """Downloader middleware (order 560: its ``process_response`` sees a 429 or 503
     before the retry middleware at 550 turns it into a retry). ``RATELIMIT_ENABLED``."""
 
-    def __init__(self, crawler: Crawler, cfg: RateLimitConfig, *, delays: bool) -> None:
-        self.crawler, self.cfg, self.delays = crawler, cfg, delays
+    def __init__(self, crawler: Crawler, cfg: RateLimitConfig, *, delays: bool,
+                 host_delay: float = 0.0) -> None:
+        """*host_delay*: ``HOSTLIMIT_DELAY`` (``DOWNLOAD_DELAY``), every host's least gap."""
+        self.crawler, self.cfg, self.delays, self.host_delay = crawler, cfg, delays, host_delay
         self.stats = crawler.stats
         self.limiter: Limiter | None = None
         self._opened = asyncio.Event()
@@ -80,13 +84,16 @@ class RateLimitMiddleware:
         self._closer: asyncio.Future[Any] | None = None
         self._tasks = Tasks("rate limit")
         self._warned: set[str] = set()
+        self.crawl_delays = crawl_delays(crawler)  # host -> its robots.txt Crawl-delay
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
         if not config.get_bool(crawler.settings, "RATELIMIT_ENABLED"):
             raise NotConfigured("RATELIMIT_ENABLED is off")
         cfg = RateLimitConfig.from_settings(crawler.settings, crawler.spidercls.name)
-        middleware = cls(crawler, cfg, delays=scheduler_delays(crawler))
+        hosts = HostLimitConfig.from_settings(crawler.settings)
+        middleware = cls(crawler, cfg, delays=scheduler_delays(crawler),
+                         host_delay=hosts.delay if hosts.enabled else 0.0)
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         return middleware
@@ -105,9 +112,11 @@ class RateLimitMiddleware:
             self.limiter = RedisLimiter(client, self.cfg.crawl_id, self.cfg,
                                         release=partial(shared.release_redis, self.crawler))
         self._opened.set()
+        default = self.cfg.default
         logger.info(
-            "Rate limit: %g requests/s, burst %g per host (%d hosts configured), %s; "
-            "waiting requests %s", self.cfg.default.rate, self.cfg.default.burst,
+            "Rate limit: %s per host (%d hosts configured, and robots.txt Crawl-delays), %s; "
+            "waiting requests %s",
+            f"{default.rate:g} requests/s, burst {default.burst:g}" if default else "no rate",
             len(self.cfg.domains), "shared in Redis" if self.cfg.redis_url else "in memory",
             "go back to the frontier's buffer" if self.delays else "sleep")
 
@@ -120,10 +129,18 @@ class RateLimitMiddleware:
         host = normal_host(urlparse_cached(request).hostname or "")
         if not host:
             return None
+        gap = max(self.crawl_delays.get(host, 0.0), self.host_delay)
+        limit = self.cfg.limit(host, gap)
+        if limit is None:  # no rate for this host: nothing to reserve
+            return None
         await self._opened.wait()
         if await self._redeem(request, host):
             return None
-        return await self._acquire(request, host)
+        # a delay's gap (Crawl-delay, DOWNLOAD_DELAY) is kept at the origin: its token is taken
+        # when the request goes out, never reserved ahead (a reserved slot's request came back
+        # from the buffer up to 21 ms late, and the next one, on time, came 0.979 s after it)
+        max_wait = _ON_TIME if gap > 0 else self.cfg.max_wait
+        return await self._acquire(request, host, limit, max_wait)
 
     async def _redeem(self, request: Request, host: str) -> bool:
         """Whether *request* is a delayed copy back at the slot it reserved (waits if early)."""
@@ -140,11 +157,11 @@ class RateLimitMiddleware:
             await sleep(early)
         return True
 
-    async def _acquire(self, request: Request, host: str) -> Request | None:
-        limit = self.cfg.limit(host)
+    async def _acquire(self, request: Request, host: str, limit: Limit,
+                       max_wait: float) -> Request | None:
         while True:
             try:
-                grant = await retry(lambda: self._reserve(host, limit), errors=_ERRORS,
+                grant = await retry(lambda: self._reserve(host, limit, max_wait), errors=_ERRORS,
                                     on_retry=self._reserve_failed, stop=self._refused,
                                     sleep=sleep)
             except RetryStopped:  # closing: the request waits in the buffer, unacknowledged
@@ -159,12 +176,12 @@ class RateLimitMiddleware:
                 return await self._wait(request, grant.wait)
             self.stats.inc_value("ratelimit/deferred")  # past RATELIMIT_MAX_WAIT
             if self.delays:
-                return delayed(request, grant.wait - self.cfg.max_wait, dont_filter=True)
-            await sleep(grant.wait - self.cfg.max_wait)
+                return delayed(request, grant.wait - max_wait, dont_filter=True)
+            await sleep(grant.wait - max_wait)
 
-    async def _reserve(self, host: str, limit: Limit) -> Grant:
+    async def _reserve(self, host: str, limit: Limit, max_wait: float) -> Grant:
         assert self.limiter is not None
-        return await self.limiter.reserve(host, limit)
+        return await self.limiter.reserve(host, limit, max_wait)
 
     def _reserve_failed(self, exc: Exception, _attempt: int, _delay: float) -> float:
         """Count a failed reservation; the request goes back to the buffer unless it sleeps."""
@@ -234,7 +251,9 @@ class RateLimitMiddleware:
         host, taken = ticket.get("host"), ticket.get("taken")
         if not isinstance(host, str) or not isinstance(taken, (int, float)):
             return
-        limit = self.cfg.limit(host)
+        limit = self.cfg.limit(host, max(self.crawl_delays.get(host, 0.0), self.host_delay))
+        if limit is None:
+            return
         try:
             if status is not None:
                 changed, rate = await self.limiter.decrease(host, limit, taken)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 class RateLimitConfig:
     """Every ``RATELIMIT_*`` setting, and the Redis ones the limiter uses, checked once."""
 
-    default: Limit
+    default: Limit | None  # None (RATELIMIT_RATE 0): no rate for a host not named elsewhere
     domains: dict[str, Limit]
     max_wait: float
     adaptive: Adaptive | None
@@ -48,17 +48,26 @@ class RateLimitConfig:
     connect_timeout: float
     crawl_id: str
 
-    def limit(self, host: str) -> Limit:
-        return self.domains.get(host, self.default)
+    def limit(self, host: str, gap: float | None = None) -> Limit | None:
+        """*host*'s limit: its ``RATELIMIT_DOMAINS`` entry, else ``RATELIMIT_RATE``'s, made
+        stricter by the least *gap* between two of its requests (its robots.txt Crawl-delay,
+        ``DOWNLOAD_DELAY``): one request per gap, a burst of one. None: nothing limits it."""
+        limit = self.domains.get(host, self.default)
+        if not gap or gap <= 0:
+            return limit
+        rate = 1.0 / gap
+        return Limit(rate if limit is None else min(rate, limit.rate), 1.0)
 
     @classmethod
     def from_settings(cls, s: BaseSettings, spider_name: str) -> RateLimitConfig:
         """:class:`SettingError` names a bad setting."""
-        default = Limit(_setting(s, "RATELIMIT_RATE", low=0, above=True),
-                        _setting(s, "RATELIMIT_BURST", low=1))
+        rate = _setting(s, "RATELIMIT_RATE", low=0)
+        burst = _setting(s, "RATELIMIT_BURST", low=1)
+        default = Limit(rate, burst) if rate > 0 else None
+        domains = _domains(s, rate or None, burst)
         backoff = _setting(s, "RATELIMIT_RETRY_BACKOFF", low=0, above=True)
         return cls(
-            default=default, domains=_domains(s, default),
+            default=default, domains=domains,
             max_wait=_setting(s, "RATELIMIT_MAX_WAIT", low=0, above=True),
             adaptive=_adaptive(s), decrease_on=_statuses(s),
             state_ttl=_setting(s, "RATELIMIT_STATE_TTL", low=0),
@@ -93,17 +102,17 @@ def _number(name: str, value: Any, *, low: float, above: bool = False) -> float:
     return _finite(name, float(value))
 
 
-def _domains(settings: BaseSettings, default: Limit) -> dict[str, Limit]:
+def _domains(settings: BaseSettings, rate: float | None, burst: float) -> dict[str, Limit]:
+    """``RATELIMIT_DOMAINS``; an entry without a rate needs ``RATELIMIT_RATE`` (*rate*)."""
     domains: dict[str, Limit] = {}
     for host, spec in config.get_dict(settings, "RATELIMIT_DOMAINS").items():
         if not isinstance(spec, dict) or not spec or not set(spec) <= {"rate", "burst"}:
             raise SettingError("RATELIMIT_DOMAINS", f"{host!r}: expected a dict with 'rate' "
                                                     f"and/or 'burst', got {spec!r}")
-        rate = _number(f"RATELIMIT_DOMAINS[{host!r}]['rate']",
-                       spec.get("rate", default.rate), low=0, above=True)
-        burst = _number(f"RATELIMIT_DOMAINS[{host!r}]['burst']",
-                        spec.get("burst", default.burst), low=1)
-        domains[normal_host(str(host))] = Limit(rate, burst)
+        value = _number(f"RATELIMIT_DOMAINS[{host!r}]['rate']",
+                        spec.get("rate", rate), low=0, above=True)
+        domains[normal_host(str(host))] = Limit(value, _number(
+            f"RATELIMIT_DOMAINS[{host!r}]['burst']", spec.get("burst", burst), low=1))
     return domains
 
 
@@ -143,7 +152,8 @@ class Grant(NamedTuple):
 
 
 class Limiter(Protocol):
-    async def reserve(self, host: str, limit: Limit) -> Grant: ...
+    async def reserve(self, host: str, limit: Limit, max_wait: float | None = None
+                      ) -> Grant: ...
     async def decrease(self, host: str, limit: Limit, taken_at: float) -> tuple[bool, float]: ...
     async def recover(self, host: str, limit: Limit) -> tuple[bool, float]: ...
     async def close(self) -> None: ...
@@ -170,9 +180,11 @@ class RedisLimiter:
         args = ["", host, repr(limit.rate), repr(limit.burst), repr(self.cfg.state_ttl), *extra]
         return await script(keys=[self.key(host), self.overrides_key], args=args)
 
-    async def reserve(self, host: str, limit: Limit) -> Grant:
+    async def reserve(self, host: str, limit: Limit, max_wait: float | None = None) -> Grant:
+        """A token, or the next slot if at most *max_wait* (``RATELIMIT_MAX_WAIT``) away."""
+        wait_max = self.cfg.max_wait if max_wait is None else max_wait
         ok, wait, rate, configured, now, bad = await self._run(
-            self._reserve, host, limit, repr(self.cfg.max_wait))
+            self._reserve, host, limit, repr(wait_max))
         return Grant(bool(ok), float(wait), float(rate), float(configured), float(now),
                      bool(bad))
 
@@ -204,10 +216,11 @@ class LocalLimiter:
         self.cfg = cfg
         self.buckets = LocalBuckets()
 
-    async def reserve(self, host: str, limit: Limit) -> Grant:
+    async def reserve(self, host: str, limit: Limit, max_wait: float | None = None) -> Grant:
         now = time.time()
         rate = self.buckets.rate(host, limit.rate)
-        grant = self.buckets.reserve(host, limit, now, self.cfg.max_wait)
+        grant = self.buckets.reserve(host, limit, now,
+                                     self.cfg.max_wait if max_wait is None else max_wait)
         return Grant(grant.reserved, grant.wait, rate, limit.rate, now)
 
     async def decrease(self, host: str, limit: Limit, taken_at: float) -> tuple[bool, float]:

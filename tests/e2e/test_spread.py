@@ -99,16 +99,11 @@ DELAY = 0.1  # seconds: DOWNLOAD_DELAY, the delay under test
 DELAY_PAGES = 200
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a known defect: the cluster keeps one request per DOWNLOAD_DELAY on average, but each "
-    "worker spaces only its own (delay * limit / share), so two workers' requests can come "
-    "milliseconds apart (99 of 199 gaps under 0.1 s, the smallest 3 ms, on 2026-12-06). "
-    "docs/politeness.md; strict: this test fails once the gate keeps the gap"))
 def test_three_workers_keep_the_hosts_delay_between_any_two_requests(
         stack, tmp_path_factory, crawl_id, tmp_path):
     """``DOWNLOAD_DELAY`` is the host's, not each worker's: the origin logs every arrival,
     and no two requests to the host, from whichever workers, come closer than the delay
-    (robots.txt, fetched once per worker around the gate, is left out)."""
+    (robots.txt, fetched once around the gate, is left out)."""
     directory = tmp_path_factory.mktemp("delay-site")
     demo_site.generate(directory, DELAY_PAGES)
     env = {**stack.env(), "CRAWL_ID": crawl_id}

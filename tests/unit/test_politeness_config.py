@@ -21,7 +21,7 @@ from crawler.politeness.proxyconfig import ProxyConfig, pool_policy, seed_proxie
 from crawler.politeness.proxypool import PoolPolicy
 from crawler.politeness.proxystore import ProxyStore, RedisProxyStore
 from crawler.politeness.ratelimiter import RateLimitConfig
-from crawler.politeness.tokenbucket import Adaptive, Limit
+from crawler.politeness.tokenbucket import Adaptive
 
 
 @pytest.fixture(autouse=True)
@@ -89,9 +89,10 @@ def test_a_bad_pool_policy_setting_is_named(name: str, value: Any) -> None:
 
 # -- rate limit ----------------------------------------------------------------------------
 def test_rate_limit_defaults() -> None:
+    """No rate for a host by default: only its robots.txt Crawl-delay or an entry limits it."""
     cfg = RateLimitConfig.from_settings(Settings(), "spider")
     assert (cfg.default, cfg.domains, cfg.max_wait, cfg.adaptive) == (
-        Limit(1.0, 2.0), {}, 60.0, Adaptive(factor=0.5, min_rate=0.05, recover_after=20,
+        None, {}, 60.0, Adaptive(factor=0.5, min_rate=0.05, recover_after=20,
                                             step=0.1))
     assert (cfg.state_ttl, cfg.backoff, cfg.backoff_max) == (3600.0, 0.5, 30.0)
     assert cfg.decrease_on == frozenset({429, 503})
@@ -107,7 +108,7 @@ def test_rate_limit_backoff_max_is_at_least_the_backoff() -> None:
 
 
 @pytest.mark.parametrize(("name", "value"), [
-    ("RATELIMIT_RATE", 0), ("RATELIMIT_RATE", float("inf")), ("RATELIMIT_BURST", 0.5),
+    ("RATELIMIT_RATE", -1), ("RATELIMIT_RATE", float("inf")), ("RATELIMIT_BURST", 0.5),
     ("RATELIMIT_MAX_WAIT", 0), ("RATELIMIT_DECREASE_FACTOR", 1.5),
     ("RATELIMIT_RECOVER_STEP", 0), ("RATELIMIT_RECOVER_AFTER", 0), ("RATELIMIT_MIN_RATE", 0),
     ("RATELIMIT_STATE_TTL", float("inf")), ("RATELIMIT_RETRY_BACKOFF", 0),

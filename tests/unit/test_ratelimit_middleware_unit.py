@@ -46,7 +46,7 @@ def test_switched_off_by_default() -> None:
 
 
 @pytest.mark.parametrize(("name", "value"), [
-    ("RATELIMIT_RATE", 0), ("RATELIMIT_RATE", "fast"), ("RATELIMIT_RATE", float("inf")),
+    ("RATELIMIT_RATE", -1), ("RATELIMIT_RATE", "fast"), ("RATELIMIT_RATE", float("inf")),
     ("RATELIMIT_BURST", 0.5), ("RATELIMIT_MAX_WAIT", 0), ("RATELIMIT_DECREASE_FACTOR", 1.5),
     ("RATELIMIT_RECOVER_STEP", 0), ("RATELIMIT_RECOVER_AFTER", 0), ("RATELIMIT_MIN_RATE", -1),
     ("RATELIMIT_DECREASE_ON", "429,abc"), ("RATELIMIT_DECREASE_ON", [42]),
@@ -64,4 +64,10 @@ def test_domain_settings_are_per_host() -> None:
     settings = Settings({"RATELIMIT_DOMAINS": {"Shop.Example.": {"rate": 2}}})
     cfg = RateLimitConfig.from_settings(settings, "rate")
     assert cfg.limit("shop.example") == Limit(2.0, 2.0)
-    assert cfg.limit("www.shop.example") == cfg.default == Limit(1.0, 2.0)
+    assert cfg.limit("www.shop.example") is cfg.default is None  # no RATELIMIT_RATE: none
+    with pytest.raises(SettingError, match="RATELIMIT_DOMAINS"):
+        RateLimitConfig.from_settings(Settings({"RATELIMIT_DOMAINS": {"a.example": {}}}), "r")
+    cfg = RateLimitConfig.from_settings(Settings({"RATELIMIT_RATE": 1.0, "RATELIMIT_DOMAINS": {
+        "a.example": {"burst": 3}}}), "rate")
+    assert cfg.limit("a.example") == Limit(1.0, 3.0)
+    assert cfg.limit("b.example") == cfg.default == Limit(1.0, 2.0)

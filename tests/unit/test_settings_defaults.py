@@ -81,13 +81,16 @@ def test_spider_custom_settings_win_over_the_defaults() -> None:
     assert readers.get_float(crawler.settings, "RATELIMIT_RATE") == 7.0
 
 
-def test_registered_defaults_do_not_switch_the_rate_limiter_on() -> None:
-    off = get_crawler(Spider, {**ADDON, **DISTRIBUTED}).settings
-    assert off.getbool("RATELIMIT_ENABLED") is False
-    on = get_crawler(Spider, {**ADDON, **DISTRIBUTED, "RATELIMIT_RATE": 1.0}).settings
+def test_distributed_mode_switches_the_rate_limiter_on_and_a_user_can_switch_it_off() -> None:
+    """On by default: it holds each host's robots.txt Crawl-delay (with no rate of its own)."""
+    on = get_crawler(Spider, {**ADDON, **DISTRIBUTED}).settings
     assert on.getbool("RATELIMIT_ENABLED") is True
-    domains = {**ADDON, **DISTRIBUTED, "RATELIMIT_DOMAINS": {"a.example": {"rate": 2}}}
-    assert get_crawler(Spider, domains).settings.getbool("RATELIMIT_ENABLED") is True
+    assert "crawler.middlewares.ratelimit.RateLimitMiddleware" in on.getdict(
+        "DOWNLOADER_MIDDLEWARES")
+    off = get_crawler(Spider, {**ADDON, **DISTRIBUTED, "RATELIMIT_ENABLED": False}).settings
+    assert off.getbool("RATELIMIT_ENABLED") is False
+    assert "crawler.middlewares.ratelimit.RateLimitMiddleware" not in off.getdict(
+        "DOWNLOADER_MIDDLEWARES")
 
 
 def test_user_set() -> None:
@@ -149,3 +152,15 @@ def test_a_project_value_still_wins_over_the_environment(
     settings = Settings({"MONGO_DATABASE": "from_project"})
     readers.register_defaults(settings)
     assert readers.get_str(settings, "MONGO_DATABASE") == "from_project"
+
+
+def test_download_delay_becomes_the_clusters_gap_and_scrapys_slot_delay_is_zero() -> None:
+    """The rate limiter keeps DOWNLOAD_DELAY between any two requests to a host; Scrapy's
+    per-process slot delay would hold a request after its token (docs/politeness.md)."""
+    s = get_crawler(Spider, {**ADDON, **DISTRIBUTED, "DOWNLOAD_DELAY": 0.1}).settings
+    assert (s.getfloat("HOSTLIMIT_DELAY"), s.getfloat("DOWNLOAD_DELAY")) == (0.1, 0.0)
+    own = get_crawler(Spider, {**ADDON, **DISTRIBUTED, "DOWNLOAD_DELAY": 0.1,
+                               "HOSTLIMIT_DELAY": 2}).settings
+    assert (own.getfloat("HOSTLIMIT_DELAY"), own.getfloat("DOWNLOAD_DELAY")) == (2.0, 0.0)
+    single = get_crawler(Spider, {**ADDON, "DOWNLOAD_DELAY": 0.1}).settings
+    assert single.getfloat("DOWNLOAD_DELAY") == 0.1  # Scrapy's own, one process
