@@ -37,7 +37,8 @@ from twisted.python.failure import Failure
 
 __all__ = ["AUTH_PROXY_META", "SCRAPER_LOGGER", "BaseScheduler", "EngineHook", "TunnelError",
            "as_deferred", "close_spider", "download", "engine_paused", "engine_running",
-           "on_download_failed", "on_request_left", "pause_engine", "unpause_engine"]
+           "on_download_failed", "on_request_left", "pause_engine", "schedule",
+           "unpause_engine"]
 
 #: meta key of ``HttpProxyMiddleware``: the proxy URL whose credentials the request carries
 AUTH_PROXY_META = "_auth_proxy"
@@ -107,6 +108,11 @@ def _engine(crawler: Crawler) -> Any:
 async def download(crawler: Crawler, request: Request) -> Any:
     """*request* downloaded by the engine outside the scheduler (a robots.txt): its response."""
     return await _engine(crawler).download_async(request)
+
+
+def schedule(crawler: Crawler, request: Request) -> None:
+    """Hand *request* to the scheduler, as a callback's request would be (a sitemap)."""
+    _engine(crawler).crawl(request)
 
 
 def engine_paused(crawler: Crawler) -> bool:

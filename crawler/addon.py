@@ -84,6 +84,7 @@ class DistributedAddon:
         settings.set("DOWNLOADER_MIDDLEWARES", middlewares, PRIORITY)
         spider = settings.getdict("SPIDER_MIDDLEWARES")  # every link: after depth, before length
         spider.setdefault("crawler.middlewares.canonical.CanonicalLinksMiddleware", 850)
+        spider.setdefault("crawler.middlewares.sitemaps.SitemapMiddleware", 950)  # next to it
         settings.set("SPIDER_MIDDLEWARES", spider, PRIORITY)
         extensions = settings.getdict("EXTENSIONS")  # a failed download in one line
         extensions.setdefault("crawler.extensions.downloadlog.DownloadErrorLog", 100)
@@ -166,6 +167,8 @@ class DistributedAddon:
                 middlewares.setdefault(path, order)
         # the crawl ledger hears why a download gave no response (innermost: first to hear)
         middlewares.setdefault("crawler.middlewares.ledger.LedgerMiddleware", 990)
+        # HOST_PAGE_BUDGET (NotConfigured at 0): after robots.txt, so a forbidden page is free
+        middlewares.setdefault("crawler.middlewares.budget.HostBudgetMiddleware", 110)
         if config.get_bool(settings, "RETRY_BACKOFF_ENABLED"):
             middlewares["scrapy.downloadermiddlewares.retry.RetryMiddleware"] = None
         settings.set("DOWNLOADER_MIDDLEWARES", middlewares, PRIORITY)

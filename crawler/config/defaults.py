@@ -124,6 +124,15 @@ ROBOTSTXT_MAX_SIZE = 512000  # bytes of a robots.txt parsed (RFC: at least 500 K
 ROBOTSTXT_MAX_REDIRECTS = 5  # redirects followed to a robots.txt; more: no rules (allow)
 ROBOTSTXT_CRAWL_DELAY_MAX = 30.0  # seconds: the longest Crawl-delay honoured; 0: ignored
 
+# --- sitemaps (docs/robots.md) ---
+SITEMAP_DISCOVERY = True  # follow the Sitemap: lines of each host's robots.txt
+SITEMAP_MAX_SIZE = 52428800  # bytes of one sitemap, unpacked (the protocol's 50 MB)
+SITEMAP_MAX_URLS = 50000  # entries read from one sitemap (the protocol's limit)
+SITEMAP_LASTMOD_AFTER = ""  # an ISO date: pages whose lastmod is older are skipped
+
+# --- per-host page budget ---
+HOST_PAGE_BUDGET = 0  # pages of one host a crawl fetches at most; 0: no limit
+
 # --- cluster-wide per-host limits (with the Kafka frontier) ---
 HOSTLIMIT_ENABLED = True  # every worker of a crawl shares each host's concurrency and delay
 HOSTLIMIT_CONCURRENCY = 0  # in flight to a host, cluster-wide; 0: CONCURRENT_REQUESTS_PER_DOMAIN

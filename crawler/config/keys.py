@@ -154,6 +154,10 @@ class CrawlKeys:
         """Hash: worker id -> ``held,want,expires_ms,served_ms`` for one host."""
         return self.host_slots_prefix + host
 
+    def host_pages(self, host: str) -> str:
+        """String: the pages of *host* the crawl has started (``HOST_PAGE_BUDGET``)."""
+        return self.prefix + "budget:" + host
+
     def robots(self, origin: str) -> str:
         """String: the JSON robots.txt verdict of *origin* (``scheme://host:port``)."""
         return self.prefix + "robots:" + origin

@@ -31,6 +31,7 @@ STAT_COUNTERS = {
     "urllength/request_ignored_count": "discarded/url_length",
     "urltrap/path_repeats": "discarded/path_repeats",  # crawler.middlewares.canonical
     "offsite/filtered": "discarded/offsite",  # Scrapy's filter, when a request is scheduled
+    "sitemap/too_old": "discarded/sitemap_too_old",
     "retry/count": "retries",
     "frontier/seeds_published": "seeds/published",
     "frontier/dead_lettered": "dead_lettered",

@@ -31,6 +31,7 @@ from crawler.config import readers as config
 from crawler.config.keys import worker_id
 from crawler.connections import shared
 from crawler.frontier.delay import delayed, scheduler_delays, sleep
+from crawler.middlewares.sitemaps import sitemap_requests
 from crawler.politeness.crawldelay import crawl_delays
 from crawler.robots import (
     GONE,
@@ -75,6 +76,7 @@ class ClusterRobotsTxtMiddleware:
                  claim: float, agent: str) -> None:
         self.crawler, self.policy, self.delays, self.agent = crawler, policy, delays, agent
         self.claim, self.stats = claim, crawler.stats
+        self.sitemaps = config.get_bool(crawler.settings, "SITEMAP_DISCOVERY")
         self.parser_class = load_object(crawler.settings.get("ROBOTSTXT_PARSER"))
         self.book: RobotsBook | None = None
         self._opened = asyncio.Event()
@@ -176,11 +178,19 @@ class ClusterRobotsTxtMiddleware:
             verdict = of_status(response.status, response.body, self.policy, time.time(),
                                 previous)
         self.stats.inc_value(f"robotstxt/verdict/{verdict.kind}")
+        if verdict.kind == RULES and self.sitemaps:
+            self._discover(origin, verdict.body)
         if verdict.kind in (UNREACHABLE, GONE):
             logger.warning("robots.txt of %s: %s (%s): %s", origin, verdict.reason,
                            verdict.kind, "its requests wait" if verdict.kind == UNREACHABLE
                            else "its requests are dropped")
         return verdict
+
+    def _discover(self, origin: str, body: str) -> None:
+        """Schedule its ``Sitemap:`` URLs (this worker fetched it for the cluster)."""
+        for request in sitemap_requests(body, origin):
+            self.stats.inc_value("sitemap/discovered")
+            _scrapy.schedule(self.crawler, request)
 
     def _parse(self, body: str) -> Any:
         return build_from_crawler(self.parser_class, self.crawler, body.encode("utf-8"))

@@ -7,6 +7,7 @@ settings crawl a web of six loopback hosts.
   9309, 2.3.1.4: unreachable means disallow), and its pages are all fetched after that.
 - A host asking for ``Crawl-delay: 1`` never gets two requests closer than a second, from
   whichever workers (read from the origin's log).
+- The pages a host lists only in its sitemap (robots.txt -> index -> gzip sitemap) are found.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 from helpers import ledger_report
-from servers.robotsweb import PRIVATE, HostSpec, RobotsWeb
+from servers.robotsweb import HIDDEN, PRIVATE, HostSpec, RobotsWeb
 
 from crawler.localstack.demo import running, stored_pages, wait_all, worker_command
 
@@ -25,7 +26,8 @@ pytestmark = pytest.mark.e2e
 
 RULES = b"User-agent: *\nDisallow: /private/\n"
 SPECS = [
-    HostSpec("a", 15, RULES), HostSpec("b", 15, RULES), HostSpec("c", 15, RULES),
+    HostSpec("a", 15, RULES), HostSpec("b", 15, RULES),
+    HostSpec("c", 15, RULES, sitemap=True),  # its /hidden/ pages are in its sitemap only
     HostSpec("open", 5, None),  # 404: no rules, /private/ too is fetched
     HostSpec("flaky", 5, RULES, flaky=True),
     HostSpec("slow", 5, RULES + b"Crawl-delay: 1\n"),
@@ -37,8 +39,9 @@ TOLERANCE = 0.02  # seconds: a request leaves its worker after the token, and cr
 
 
 def _expected_pages(spec: HostSpec) -> int:
+    """Its index, its pages, what robots.txt allows and what its sitemap lists."""
     private = PRIVATE if spec.robots is None else 0
-    return 1 + spec.pages + private  # its index, its pages and what robots.txt allows
+    return 1 + spec.pages + private + (HIDDEN if spec.sitemap else 0)
 
 
 def test_three_workers_fetch_each_robots_txt_once_and_obey_it(
@@ -63,6 +66,9 @@ def test_three_workers_fetch_each_robots_txt_once_and_obey_it(
     _flaky_waited(web)
     _crawl_delay_kept(web)
     _everything_allowed_and_nothing_else(web)
+    hidden = {h.path for h in web.hits("c") if h.path.startswith("/hidden/")}
+    assert hidden == {f"/hidden/{i}" for i in range(HIDDEN)}, web.hits("c")
+    assert [len(web.hits("c", p)) for p in ("/sitemap_index.xml", "/sitemap1.xml.gz")] == [1, 1]
     total = sum(_expected_pages(s) for s in SPECS)
     assert stored_pages(env["MONGO_URI"], "crawler", crawl_id) == (total, total)
     report = ledger_report(crawl_id, env)

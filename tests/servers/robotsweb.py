@@ -4,11 +4,14 @@ each with its own robots.txt, for the cluster-wide robots.txt tests.
 Every host serves ``/`` (links to its pages, to ``/private/<k>`` and to every other host's
 ``/``), ``/p/<i>`` (a page) and ``/private/<k>``. What each host's robots.txt answers is its
 :class:`HostSpec`; a ``flaky`` host answers 503 until ``recover_after`` seconds after its
-first robots.txt request. Every request is logged with its arrival time.
+first robots.txt request; a ``sitemap`` host's robots.txt names a sitemap index, whose one
+gzip sitemap lists ``/hidden/<i>`` pages no page links to. Every request is logged with its
+arrival time.
 """
 
 from __future__ import annotations
 
+import gzip
 import threading
 import time
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from typing import Any
 from servers.pages import link_page
 
 PRIVATE = 3  # /private/<k> links on each index
+HIDDEN = 2  # /hidden/<i> pages a sitemap host lists in its sitemap and links nowhere
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,7 @@ class HostSpec:
     robots: bytes | None  # None: 404
     flaky: bool = False  # robots.txt answers 503 until recover_after s after its first fetch
     recover_after: float = 3.0
+    sitemap: bool = False  # robots.txt names a sitemap index -> a gzip sitemap -> /hidden/<i>
 
 
 @dataclass(frozen=True)
@@ -75,9 +80,19 @@ class _Host(ThreadingHTTPServer):
             links += [f"/private/{k}" for k in range(PRIVATE)]
             links += [h.base + "/" for h in self.web.hosts if h is not self]
             return 200, link_page(self.spec.name, links)
-        if path.startswith(("/p/", "/private/")):
+        if path.startswith(("/p/", "/private/", "/hidden/")):
             return 200, link_page(f"{self.spec.name} {path}", ["/"])
+        if self.spec.sitemap and path in ("/sitemap_index.xml", "/sitemap1.xml.gz"):
+            return 200, self._sitemap(path)
         return 404, b"not found"
+
+    def _sitemap(self, path: str) -> bytes:
+        ns = 'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"'
+        if path == "/sitemap_index.xml":
+            return (f'<?xml version="1.0"?><sitemapindex {ns}><sitemap><loc>{self.base}'
+                    f'/sitemap1.xml.gz</loc></sitemap></sitemapindex>').encode()
+        urls = "".join(f"<url><loc>{self.base}/hidden/{i}</loc></url>" for i in range(HIDDEN))
+        return gzip.compress(f'<?xml version="1.0"?><urlset {ns}>{urls}</urlset>'.encode())
 
     def _robots(self) -> tuple[int, bytes]:
         now = time.time()
@@ -87,6 +102,8 @@ class _Host(ThreadingHTTPServer):
             return 503, b"busy"
         if self.spec.robots is None:
             return 404, b"no robots here"
+        if self.spec.sitemap:
+            return 200, self.spec.robots + f"Sitemap: {self.base}/sitemap_index.xml\n".encode()
         return 200, self.spec.robots
 
 
