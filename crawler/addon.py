@@ -167,8 +167,9 @@ class DistributedAddon:
                 middlewares.setdefault(path, order)
         # the crawl ledger hears why a download gave no response (innermost: first to hear)
         middlewares.setdefault("crawler.middlewares.ledger.LedgerMiddleware", 990)
-        # HOST_PAGE_BUDGET (NotConfigured at 0): after robots.txt, so a forbidden page is free
-        middlewares.setdefault("crawler.middlewares.budget.HostBudgetMiddleware", 110)
+        if config.get_int(settings, "HOST_PAGE_BUDGET", minimum=0):  # after robots.txt: a
+            middlewares.setdefault(  # forbidden page costs no budget
+                "crawler.middlewares.budget.HostBudgetMiddleware", 110)
         if config.get_bool(settings, "RETRY_BACKOFF_ENABLED"):
             middlewares["scrapy.downloadermiddlewares.retry.RetryMiddleware"] = None
         settings.set("DOWNLOADER_MIDDLEWARES", middlewares, PRIORITY)

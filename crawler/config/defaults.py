@@ -71,7 +71,9 @@ URLTRAP_MAX_SEGMENT_REPEATS = 3  # a path with one segment more often than this:
 # --- SSRF guard (docs/security.md) ---
 BLOCKED_NETWORKS: list[str] = [  # CIDRs no request may connect to
     "169.254.0.0/16", "fe80::/10", "100.100.100.200/32", "fd00:ec2::254/128"]
-BLOCK_PRIVATE_NETWORKS = False  # True: also loopback, RFC 1918, CGNAT, unique-local, 0.0.0.0/8
+BLOCK_PRIVATE_NETWORKS = True  # loopback, RFC 1918, CGNAT, link-local, unique-local, multicast
+# closed too, but to the hosts of the operator's seeds
+ALLOWED_NETWORKS: list[str] = []  # CIDRs opened in the private ones (BLOCKED_NETWORKS wins)
 
 # --- crawl lifecycle ---
 CRAWL_IDLE_TIMEOUT = 30.0  # seconds the whole crawl must be drained before workers exit; 0 = never

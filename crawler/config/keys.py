@@ -158,6 +158,11 @@ class CrawlKeys:
         """String: the pages of *host* the crawl has started (``HOST_PAGE_BUDGET``)."""
         return self.prefix + "budget:" + host
 
+    @property
+    def seed_hosts(self) -> str:
+        """Set: the hosts of the crawl's seeds, which private networks stay open to."""
+        return self.prefix + "seed-hosts"
+
     def robots(self, origin: str) -> str:
         """String: the JSON robots.txt verdict of *origin* (``scheme://host:port``)."""
         return self.prefix + "robots:" + origin

@@ -71,6 +71,7 @@ from crawler.politeness.hostlimit import (
     SlotStore,
 )
 from crawler.recovery import StateGuard, watch_filter
+from crawler.security.trusted import TRUSTED
 
 logger = logging.getLogger(__name__)
 __all__ = ["LEASE_KEY", "KafkaScheduler"]
@@ -183,6 +184,7 @@ class KafkaScheduler(Records, BaseScheduler):
         self.spider, self.bloom, self.state = spider, bloom, state
         self.accounting = Accounting(self.crawler, self.leases, tally or MemoryTally())
         self.scope = CrawlScope(spider, self.redis, cfg.crawl_id, crawler=self.crawler)
+        TRUSTED.bind(self.redis, cfg.crawl_id)  # seeds' hosts, open to private networks
         self.recent.recrawl = recrawl = generation_of(bloom)  # docs/recrawl.md
         self.sender, self.consumer = channels.producer, channels.consumer
         self._partitions, self.all_partitions = channels.partitions, channels.all_partitions

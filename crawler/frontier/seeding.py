@@ -22,14 +22,16 @@ from typing import Any
 
 from scrapy import Request, Spider
 
+from crawler.connections.retry import RedisRetry, retry
 from crawler.dedup.due import RECRAWL_META
 from crawler.frontier import canonical, codec
 from crawler.frontier.consumer import Record
 from crawler.frontier.leases import Lease
-from crawler.frontier.scope import CrawlScope
+from crawler.frontier.scope import CrawlScope, host_of
 from crawler.frontier.seedrule import DEFAULT, SeedRule
 from crawler.frontier.seedtrust import SeedSigner, Verdict
 from crawler.ledger import outcomes
+from crawler.security.trusted import TRUSTED
 
 logger = logging.getLogger(__name__)
 SCOPE_LINES, SCOPE_EVERY = 10, 1000  # warnings of refused seeds: the first ones, then 1 in N
@@ -51,6 +53,7 @@ class SeedClaims:
         self._badly_signed = 0
         self.submit, self.stats, self.finish, self.dead = submit, stats, finish, dead
         self._slots = asyncio.Semaphore(limit)
+        self._trust_retry = RedisRetry("seed hosts")
         self.pending = 0  # seed records received and not yet claimed or refused
         self.refused = 0  # seeds outside the crawl's scope
 
@@ -106,7 +109,9 @@ class SeedClaims:
         elif self.scope is not None and not await self.scope.admits_seed(request.url):
             self._out_of_scope(request.url)
             lease.outcome = outcomes.SEED_OUT_OF_SCOPE
-        else:
+        else:  # its host first: private networks stay open to it (crawler.security.trusted)
+            host = host_of(request.url)
+            await retry(lambda: TRUSTED.add(host), on_retry=self._trust_retry.on_retry)
             self.submit(request, fingerprint, filtered=not request.dont_filter)
             self.stats.inc_value("frontier/seeds_taken")
             lease.outcome = outcomes.SEED_ACCEPTED

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Self
 
+from redis.exceptions import RedisError
 from scrapy import Request, exceptions
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
@@ -28,11 +29,14 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.error import DNSLookupError
 
+from crawler.frontier.delay import delayed
 from crawler.ledger import outcomes
 from crawler.security import GuardedResolver, NetworkPolicy, address_of, install
+from crawler.security.trusted import TRUSTED
 
 logger = logging.getLogger(__name__)
 REASON = "blocked_network"
+RETRY = 2.0  # seconds a request waits in the buffer while Redis cannot say if it is seeded
 LOG_FIRST, LOG_EVERY = 10, 1000  # refusals logged: the first ones, then 1 in N
 #: a lookup that gave no address: Twisted's error, which Scrapy 2.19 re-raises as its own
 NO_ADDRESS: tuple[type[Exception], ...] = (
@@ -61,35 +65,67 @@ class NetworkGuardMiddleware:
         return cls(crawler, policy, install(reactor, policy, cache,
                                             settings.getfloat("DNS_TIMEOUT")))
 
-    def process_request(self, request: Request) -> Any:
+    async def process_request(self, request: Request) -> Request | None:
         host = (urlparse_cached(request).hostname or "").strip("[]")
+        if request.meta.get("is_start_request"):
+            await TRUSTED.add(host)  # single-node mode: a start request is a seed
         if address_of(host) is not None:
-            network = self.policy.refuses(host)
-            if network is not None:
+            network = self.policy.refuses(host, trusted=TRUSTED.knows(host))
+            if network is None:
+                return None
+            seeded = await self._seeded(host)
+            if seeded is None:
+                return delayed(request, RETRY, dont_filter=True)
+            if not seeded:
                 raise self._refuse(request, host, str(network))
             return None
         if request.meta.get("proxy"):
-            return self._check_proxied(request, host)
+            return await self._check_proxied(request, host)
         return None
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
+    async def process_exception(self, request: Request, exception: Exception) -> Any:
         if not isinstance(exception, NO_ADDRESS):
-            return
-        host = urlparse_cached(request).hostname or ""
+            return None
+        host = (urlparse_cached(request).hostname or "").strip("[]")
         refusal = self.resolver.refusal(host)
-        if refusal is not None:
-            refused = self._refuse(request, refusal[0], refusal[1])
-            outcomes.tell(self.crawler, request, outcomes.DROPPED + REASON)  # the last word
-            raise refused
+        if refusal is None:
+            return None
+        seeded = await self._seeded(host, refusal[0])  # a seed's host another worker took?
+        if seeded is None:
+            return delayed(request, RETRY, dont_filter=True)
+        if seeded:
+            return request.replace(dont_filter=True)  # again: the resolver now trusts it
+        refused = self._refuse(request, refusal[0], refusal[1])
+        outcomes.tell(self.crawler, request, outcomes.DROPPED + REASON)  # the last word
+        raise refused
 
-    async def _check_proxied(self, request: Request, host: str) -> None:
+    async def _seeded(self, host: str, address: str = "") -> bool | None:
+        """Whether *address* (of *host*) is closed only as a private one and *host* is a
+        seed's, as Redis says (this worker may not have taken that seed itself); None when
+        Redis cannot say (the request waits in the buffer, neither sent nor dropped)."""
+        if not self.policy.private_only(address or host) or TRUSTED.knows(host):
+            return False
+        try:
+            return await TRUSTED.check(host)
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.warning("Cannot ask Redis whether %s is a seed's host (its request waits): "
+                           "%s", host, exc)
+            return None
+
+    async def _check_proxied(self, request: Request, host: str) -> Request | None:
         try:
             addresses = await maybe_deferred_to_future(self.resolver.addresses(host))
         except Exception:  # the proxy fails it with its own error
-            return
-        _allowed, refused = self.resolver.allowed(addresses)
-        if refused is not None:  # any: the proxy may pick it
+            return None
+        _allowed, refused = self.resolver.allowed(addresses, host)
+        if refused is None:
+            return None
+        seeded = await self._seeded(host, refused[0])
+        if seeded is None:
+            return delayed(request, RETRY, dont_filter=True)
+        if not seeded:
             raise self._refuse(request, *refused)
+        return None
 
     def _refuse(self, request: Request, address: str, network: str) -> BlockedNetwork:
         self.refusals += 1

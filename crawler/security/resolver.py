@@ -29,6 +29,7 @@ from twisted.internet.threads import deferToThreadPool
 from zope.interface import implementer
 
 from crawler.security.networks import NetworkPolicy, address_of
+from crawler.security.trusted import TRUSTED
 
 logger = logging.getLogger(__name__)
 REFUSALS_KEPT = 1000  # hosts whose last refusal is remembered for the middleware
@@ -73,11 +74,14 @@ class GuardedResolver:
             found.addTimeout(self.timeout, self.reactor)
         return found.addCallback(self._remember, host)
 
-    def allowed(self, addresses: list[str]) -> tuple[list[str], tuple[str, str] | None]:
-        """The allowed ones of *addresses*, and ``(address, network)`` of one refused."""
+    def allowed(self, addresses: list[str], host: str = ""
+                ) -> tuple[list[str], tuple[str, str] | None]:
+        """The allowed ones of *host*'s *addresses*, and ``(address, network)`` of one
+        refused (a seed's host may reach private networks: :mod:`crawler.security.trusted`)."""
         allowed, refused = [], None
+        trusted = TRUSTED.knows(host)
         for address in addresses:
-            network = self.policy.refuses(address)
+            network = self.policy.refuses(address, trusted=trusted)
             if network is None:
                 allowed.append(address)
             else:
@@ -107,7 +111,7 @@ class GuardedResolver:
 
     def _deliver(self, addresses: list[str], receiver: Any, host: str,
                  port: int, types: Sequence[type[IAddress]] | None) -> None:
-        allowed, refused = self.allowed(addresses)
+        allowed, refused = self.allowed(addresses, host)
         self._refused_all(host.strip("[]"), None if allowed else refused)
         for address in allowed:
             kind = IPv6Address if ":" in address else IPv4Address

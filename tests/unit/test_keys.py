@@ -45,6 +45,7 @@ PINNED = {
     "ratelimit_overrides": "{c-1}:ratelimit:overrides",
     "recrawl": "{c-1}:recrawl",
     "recrawl_due": "{c-1}:recrawl:due",
+    "seed_hosts": "{c-1}:seed-hosts",
 }
 
 # a crawl key or a worker id written out by hand, in the forms Python offers
@@ -75,6 +76,9 @@ def test_per_item_keys() -> None:
     assert keys.family("{c-1}:bloom:g7:s0") == "bloom"
     assert keys.family("{c-1}:seed:abc") == "seed"
     assert keys.family("{c-1}:") == "?"
+    assert keys.robots("http://a.test:80") == "{c-1}:robots:http://a.test:80"
+    assert keys.robots_claim("http://a.test:80") == "{c-1}:robots-claim:http://a.test:80"
+    assert keys.host_pages("a.test") == "{c-1}:budget:a.test"
 
 
 def test_the_stores_use_those_keys() -> None:

@@ -20,6 +20,7 @@ from crawler.ledger import outcomes
 from crawler.middlewares.network import BlockedNetwork, NetworkGuardMiddleware
 from crawler.security import GuardedResolver, NetworkPolicy, address_of, install
 from crawler.security.limits import DISTRIBUTED_LIMITS
+from crawler.security.trusted import TRUSTED
 
 
 class _Spider(Spider):
@@ -33,20 +34,37 @@ def _policy(**settings: Any) -> NetworkPolicy:
 @pytest.mark.parametrize(("address", "blocked"), [
     ("169.254.169.254", True), ("[fe80::1%eth0]", True), ("100.100.100.200", True),
     ("fd00:ec2::254", True), ("::ffff:169.254.169.254", True),
-    ("127.0.0.1", False), ("10.0.0.5", False), ("::1", False), ("93.184.216.34", False),
-    ("example.com", False),
+    ("127.0.0.1", True), ("10.0.0.5", True), ("::1", True), ("224.0.0.251", True),
+    ("93.184.216.34", False), ("example.com", False),
 ])
-def test_the_default_blocks_link_local_and_metadata_only(address: str, blocked: bool) -> None:
+def test_the_default_closes_private_networks_and_the_metadata_endpoints(
+        address: str, blocked: bool) -> None:
     assert (_policy().refuses(address) is not None) is blocked
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "::1", "0.0.0.0", "10.0.0.5",
                                      "172.31.255.255", "192.168.1.1", "100.64.0.1",
-                                     "fd12::1", "::ffff:127.0.0.1", "169.254.169.254"])
-def test_block_private_networks_adds_loopback_private_cgnat_and_unique_local(
+                                     "fd12::1", "::ffff:127.0.0.1", "169.254.169.254",
+                                     "fe80::2", "239.255.255.250", "ff02::1"])
+def test_block_private_networks_closes_loopback_private_cgnat_link_local_ula_multicast(
         address: str) -> None:
     assert _policy(BLOCK_PRIVATE_NETWORKS=True).refuses(address) is not None
     assert _policy(BLOCK_PRIVATE_NETWORKS=True).refuses("93.184.216.34") is None
+
+
+def test_a_seeds_host_and_allowed_networks_open_private_ones_but_never_blocked_ones() -> None:
+    policy = _policy()
+    assert policy.refuses("10.1.2.3", trusted=True) is None
+    assert str(policy.refuses("169.254.169.254", trusted=True)) == "169.254.0.0/16"
+    assert policy.private_only("10.1.2.3") and not policy.private_only("169.254.169.254")
+    allowed = _policy(ALLOWED_NETWORKS=["10.1.0.0/16", "169.254.169.254/32"])
+    assert allowed.refuses("10.1.2.3") is None
+    assert allowed.refuses("10.2.0.1") is not None
+    assert allowed.refuses("169.254.169.254") is not None  # BLOCKED_NETWORKS wins
+    opened = _policy(BLOCK_PRIVATE_NETWORKS=False)
+    assert opened.refuses("127.0.0.1") is None and opened.refuses("169.254.169.254")
+    with pytest.raises(SettingError, match="ALLOWED_NETWORKS"):
+        _policy(ALLOWED_NETWORKS=["10.0.0.0/99"])
 
 
 def test_a_network_that_does_not_parse_names_the_setting() -> None:
@@ -78,7 +96,9 @@ class _Receiver:
 
 
 def _resolver(**settings: Any) -> GuardedResolver:
-    policy = _policy(BLOCKED_NETWORKS=["127.0.0.0/8", "169.254.0.0/16"], **settings)
+    """Private networks open: the tests below close 127.0.0.0/8 as a blocked network."""
+    policy = _policy(BLOCKED_NETWORKS=["127.0.0.0/8", "169.254.0.0/16"],
+                     **{"BLOCK_PRIVATE_NETWORKS": False, **settings})
     resolver = GuardedResolver(reactor=None, policy=policy, cache_size=10, timeout=1.0)
     resolver._cache["rebound.test"] = ["127.0.0.1", "169.254.169.254"]
     resolver._cache["mixed.test"] = ["127.0.0.2", "::1", "192.0.2.1"]
@@ -133,41 +153,67 @@ def _middleware(**settings: Any) -> tuple[NetworkGuardMiddleware, list[str], Any
     return NetworkGuardMiddleware(crawler, resolver.policy, resolver), told, crawler
 
 
+def _request(middleware: NetworkGuardMiddleware, request: Request) -> Any:
+    return asyncio.run(middleware.process_request(request))
+
+
+def _exception(middleware: NetworkGuardMiddleware, request: Request, exc: Exception) -> Any:
+    return asyncio.run(middleware.process_exception(request, exc))
+
+
 def test_an_ip_literal_of_a_blocked_network_is_refused_before_it_is_sent() -> None:
     middleware, _told, crawler = _middleware()
     with pytest.raises(BlockedNetwork, match=r"127\.0\.0\.1 is in 127\.0\.0\.0/8") as refused:
-        middleware.process_request(Request("http://127.0.0.1:6379/"))
+        _request(middleware, Request("http://127.0.0.1:6379/"))
     assert outcomes.of_exception(refused.value) == "dropped/blocked_network"
     with pytest.raises(BlockedNetwork):
-        middleware.process_request(Request("http://[::ffff:169.254.169.254]/latest"))
-    assert middleware.process_request(Request("http://[::1]:8080/")) is None
-    assert middleware.process_request(Request("http://mixed.test/")) is None
+        _request(middleware, Request("http://[::ffff:169.254.169.254]/latest"))
+    assert _request(middleware, Request("http://[::1]:8080/")) is None
+    assert _request(middleware, Request("http://mixed.test/")) is None
     assert crawler.stats.get_value("network_guard/refused") == 2
+
+
+def test_a_private_address_is_refused_but_to_a_seeds_host() -> None:
+    crawler = get_crawler(_Spider, {})
+    crawler.stats.open_spider()
+    policy = _policy()  # the defaults: private networks closed
+    resolver = GuardedResolver(reactor=None, policy=policy, cache_size=10, timeout=1.0)
+    middleware = NetworkGuardMiddleware(crawler, policy, resolver)
+    with pytest.raises(BlockedNetwork, match=r"10\.9\.9\.9"):
+        _request(middleware, Request("http://10.9.9.9/admin"))
+    seed = Request("http://10.9.9.8/", meta={"is_start_request": True})
+    assert _request(middleware, seed) is None  # a seed: its host is trusted from now on
+    assert _request(middleware, Request("http://10.9.9.8/page")) is None
+    resolver._cache["intranet.test"] = ["10.9.9.7"]
+    receiver = _Receiver()
+    resolver.resolveHostName(receiver, "intranet.test", 80)
+    assert receiver.addresses == []
+    asyncio.run(TRUSTED.add("intranet.test"))
+    resolver.resolveHostName(trusted := _Receiver(), "intranet.test", 80)
+    assert trusted.addresses == [IPv4Address("TCP", "10.9.9.7", 80)]
 
 
 def test_a_proxied_request_is_refused_when_any_address_of_its_host_is_blocked() -> None:
     middleware, _told, _crawler = _middleware()
     proxied = Request("http://mixed.test/", meta={"proxy": "http://[::1]:3128"})
     with pytest.raises(BlockedNetwork, match=r"127\.0\.0\.2"):
-        asyncio.run(middleware.process_request(proxied))
+        _request(middleware, proxied)
     middleware.resolver._cache["public.test"] = ["192.0.2.7"]
     fine = Request("http://public.test/", meta={"proxy": "http://[::1]:3128"})
-    assert asyncio.run(middleware.process_request(fine)) is None
+    assert _request(middleware, fine) is None
 
 
 def test_a_lookup_the_guard_emptied_becomes_a_refusal_with_the_ledger_reason() -> None:
     middleware, told, _crawler = _middleware()
     middleware.resolver.resolveHostName(_Receiver(), "rebound.test", 80)
     with pytest.raises(BlockedNetwork):
-        middleware.process_exception(Request("http://rebound.test/"), DNSLookupError("x"))
+        _exception(middleware, Request("http://rebound.test/"), DNSLookupError("x"))
     assert told == ["dropped/blocked_network"]
     with pytest.raises(BlockedNetwork):  # what Scrapy 2.19's download handlers raise
-        middleware.process_exception(Request("http://rebound.test/"),
-                                     CannotResolveHostError("x"))
+        _exception(middleware, Request("http://rebound.test/"), CannotResolveHostError("x"))
     assert told == ["dropped/blocked_network"] * 2
     # a name that really does not resolve stays a failure for the retry middleware
-    assert middleware.process_exception(Request("http://gone.test/"),
-                                        DNSLookupError("x")) is None
+    assert _exception(middleware, Request("http://gone.test/"), DNSLookupError("x")) is None
     assert told == ["dropped/blocked_network"] * 2
 
 
