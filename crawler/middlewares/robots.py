@@ -66,7 +66,8 @@ def origin_of(request: Request) -> str:
     """``scheme://host:port`` of *request*: what one robots.txt covers."""
     url = urlparse_cached(request)
     port = url.port or DEFAULT_PORTS.get(url.scheme, 0)
-    return f"{url.scheme}://{(url.hostname or '').lower()}:{port}"
+    host = (url.hostname or "").lower()
+    return f"{url.scheme}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 class ClusterRobotsTxtMiddleware:
@@ -197,7 +198,7 @@ class ClusterRobotsTxtMiddleware:
 
     def _learned(self, origin: str, known: Known) -> None:
         """A verdict arrived: the host's Crawl-delay, capped, becomes its rate."""
-        host = origin.split("://", 1)[1].rsplit(":", 1)[0]
+        host = origin.split("://", 1)[1].rsplit(":", 1)[0].strip("[]")
         delays = crawl_delays(self.crawler)
         delay = known.parser.crawl_delay(self.agent) if known.parser is not None else None
         if delay and self.policy.crawl_delay_max > 0:

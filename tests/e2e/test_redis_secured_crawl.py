@@ -41,7 +41,8 @@ def test_a_distributed_crawl_keeps_its_state_in_the_secured_redis(
         tmp_path: Path) -> None:
     env = {**os.environ, **stack.env(), **secured.env(), "CRAWL_ID": crawl_id,
            "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
-    cmd = worker_command(demo_site + "/", {"CRAWL_IDLE_TIMEOUT": 5, "RATELIMIT_ENABLED": True})
+    # a rate, so that the rate limiter keeps buckets (with none, only Crawl-delay hosts have one)
+    cmd = worker_command(demo_site + "/", {"CRAWL_IDLE_TIMEOUT": 5, "RATELIMIT_RATE": 1000})
     with running(1, cmd, env, tmp_path) as workers:
         codes = wait_all(workers, timeout=300)
         log = worker_logs(workers)
@@ -52,7 +53,7 @@ def test_a_distributed_crawl_keeps_its_state_in_the_secured_redis(
     assert stored_pages(env["MONGO_URI"], "crawler", crawl_id)[0] == demo_site_pages
     keys = crawl_keys(secured.url, secured.params, crawl_id)
     families = {key.split(":", 2)[1] for key in keys}  # the heartbeats left with the worker
-    assert {"bloom", "seed", "finished", "ratelimit"} <= families, keys
+    assert {"bloom", "seed", "finished", "ratelimit", "robots", "seed-hosts"} <= families, keys
     assert not crawl_keys(stack.env()["REDIS_URL"], {}, crawl_id)  # nothing went elsewhere
 
 

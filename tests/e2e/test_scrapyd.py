@@ -50,21 +50,26 @@ def _installed() -> None:
             "scrapyd and scrapyd-client are not installed in this environment")
 
 
+HTTP_TIMEOUT = 60.0  # seconds for one scrapyd API call
+
 @dataclass
 class Scrapyd:
     url: str  # with a trailing slash
     root: Path  # its working directory: scrapyd.conf, eggs/, logs/, items/, dbs/
     deploy_output: str
 
+    # scrapyd answers within milliseconds, but a CI run's load held schedule.json past 10 s
+    # once (2026-12-06: TimeoutError in the secured-stack job, which passes alone in 17 s)
     def get(self, endpoint: str, **params: str) -> dict[str, Any]:
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        with urllib.request.urlopen(self.url + endpoint + query, timeout=10) as response:
+        with urllib.request.urlopen(self.url + endpoint + query, timeout=HTTP_TIMEOUT) as response:
             data: dict[str, Any] = json.load(response)
         return data
 
     def post(self, endpoint: str, fields: list[tuple[str, str]]) -> dict[str, Any]:
         body = urllib.parse.urlencode(fields).encode()
-        with urllib.request.urlopen(self.url + endpoint, data=body, timeout=10) as response:
+        with urllib.request.urlopen(self.url + endpoint, data=body,
+                                    timeout=HTTP_TIMEOUT) as response:
             data: dict[str, Any] = json.load(response)
         assert data.get("status") == "ok", data
         return data

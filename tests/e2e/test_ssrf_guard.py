@@ -1,10 +1,10 @@
 """The SSRF guard end to end: two workers crawl a site on ``[::1]`` whose seeds, links and
 redirect point at a listener on ``127.0.0.1``; the listener is never reached.
 
-``BLOCKED_NETWORKS`` is the default plus ``127.0.0.0/8``: the default leaves loopback open
-(a crawl of one's own intranet, and every local test, fetches it; docs/security.md), and
-every address of a test stays on loopback, so loopback's IPv4 half stands for the internal
-network and ``[::1]`` for the public web. Everything else is at its default.
+``BLOCKED_NETWORKS`` is the default plus ``127.0.0.0/8``: a blocked network stays closed to
+seeds too, where the private ones (closed by default) are open to a seed's host
+(docs/security.md). Every address of a test stays on loopback, so loopback's IPv4 half stands
+for the internal network and ``[::1]`` for the public web. Everything else is at its default.
 """
 
 from __future__ import annotations

@@ -37,7 +37,9 @@ KAFKA = "crawler.frontier.scheduler.KafkaScheduler"
 
 
 def settings_for(redis_url: str, crawl_id: str, **extra: Any) -> dict[str, Any]:
-    return {"REDIS_URL": redis_url, "CRAWL_ID": crawl_id, "RATELIMIT_ENABLED": True, **extra}
+    """A rate for every host (the default, 0, gives one only to Crawl-delay hosts)."""
+    return {"REDIS_URL": redis_url, "CRAWL_ID": crawl_id, "RATELIMIT_ENABLED": True,
+            "RATELIMIT_RATE": 1.0, **extra}
 
 
 @asynccontextmanager

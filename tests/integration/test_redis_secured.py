@@ -25,6 +25,7 @@ import redis.asyncio as aioredis
 from scrapy import Spider
 from scrapy.utils.test import get_crawler
 
+from crawler.config.keys import CrawlKeys
 from crawler.connections import shared
 from crawler.connections.clients import ServiceUnavailable, check_redis, redis_client
 from crawler.dedup.dupefilter import RedisBloom
@@ -35,6 +36,8 @@ from crawler.localstack.services import HOST
 from crawler.politeness.proxypool import parse_proxy
 from crawler.politeness.proxystore import RedisProxyStore
 from crawler.politeness.ratelimiter import RateLimitConfig, RedisLimiter
+from crawler.robots import RULES, RedisRobotsStore, Verdict
+from crawler.security.trusted import TrustedHosts
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 2.0  # CONNECT_TIMEOUT of the refusal tests
@@ -62,9 +65,27 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+async def _robots_seeds_and_budget(client: Any, crawl_id: str) -> None:
+    """The robots.txt verdicts, the seeds' hosts and the page budget through the ACL user."""
+    robots = RedisRobotsStore(client, crawl_id)
+    assert await robots.claim("http://a.test:80", "w1", 30)
+    assert not await robots.claim("http://a.test:80", "w2", 30)
+    verdict = Verdict(RULES, 200, "HTTP 200", "Disallow: /x", expires=time.time() + 60)
+    await robots.put("http://a.test:80", verdict, "w1")
+    assert await robots.get("http://a.test:80") == verdict
+    hosts = TrustedHosts()
+    hosts.bind(client, crawl_id)
+    await hosts.add("intranet.test")
+    other = TrustedHosts()
+    other.bind(client, crawl_id)
+    assert await other.check("intranet.test") and not await other.check("else.test")
+    assert await client.incr(CrawlKeys(crawl_id).host_pages("a.test")) == 1
+
+
 def test_every_component_works_through_the_acl_user_and_tls(
         secured: SecuredRedis, environment: dict[str, str], crawl_id: str) -> None:
-    crawler = get_crawler(Named, {"CRAWL_ID": crawl_id, "RATELIMIT_ENABLED": True})
+    crawler = get_crawler(Named, {"CRAWL_ID": crawl_id, "RATELIMIT_ENABLED": True,
+                                  "RATELIMIT_RATE": 1.0})
 
     async def scenario() -> None:
         client = shared.redis_for(crawler)  # the scheduler's, dedup's, heartbeats' pool
@@ -78,9 +99,11 @@ def test_every_component_works_through_the_acl_user_and_tls(
             assert await bloom.add([b"a" * 20, b"b" * 20]) == [True, True]
             assert await bloom.check([b"a" * 20, b"c" * 20]) == [True, False]
             cfg = RateLimitConfig.from_settings(crawler.settings, Named.name)
+            assert cfg.default is not None
             grant = await RedisLimiter(client, crawl_id, cfg).reserve("example.com",
                                                                       cfg.default)
             assert grant.reserved
+            await _robots_seeds_and_budget(client, crawl_id)
             state = CrawlState(client, crawl_id, stale_after=60)
             await state.beat("w1", idle=False, assigned=["0"], lag=0, info={"pid": 4242})
             assert [w.worker for w in await state.workers()] == ["w1"]

@@ -21,7 +21,8 @@ PAGES = ("/", "/a", "/b")  # the pages the crawl may store
 
 
 class Listener:
-    """A TCP listener on ``127.0.0.1`` that records every connection it accepts."""
+    """A TCP listener on ``127.0.0.1`` that records every connection it accepts (and answers
+    it 404)."""
 
     def __init__(self) -> None:
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -42,10 +43,24 @@ class Listener:
             except OSError:  # closed by stop()
                 return
             self.accepted.append(peer)
-            connection.close()
+            _answer_404(connection)
 
     def stop(self) -> None:
         self._socket.close()
+
+
+def _answer_404(connection: socket.socket) -> None:
+    """A 404 to whatever was asked: an internal service that answers HTTP (a connection
+    closed unanswered makes robots.txt unreachable, and the host's pages wait 30 s a try)."""
+    try:
+        connection.settimeout(2.0)
+        connection.recv(65536)
+        connection.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n"
+                           b"Connection: close\r\n\r\n")
+    except OSError:
+        pass
+    finally:
+        connection.close()
 
 
 class _Handler(BaseHTTPRequestHandler):

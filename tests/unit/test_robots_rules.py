@@ -178,3 +178,6 @@ def test_the_rate_limit_of_a_host_with_a_crawl_delay_is_one_per_delay_with_no_bu
 def test_origin_is_scheme_host_and_port() -> None:
     assert origin_of(Request("https://A.test/x")) == "https://a.test:443"
     assert origin_of(Request("http://a.test:8080/x")) == "http://a.test:8080"
+    assert origin_of(Request("http://[::1]:8080/x")) == "http://[::1]:8080"
+    assert Request(origin_of(Request("http://[::1]/x")) + "/robots.txt").url == (
+        "http://[::1]:80/robots.txt")
