@@ -118,3 +118,19 @@ def ledger_report(crawl_id: str, env: dict[str, str]) -> dict[str, Any]:
                            "--json"], env=full, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     return dict(json.loads(done.stdout))
+
+
+def trust_seed_host(redis_url: str, crawl_id: str, host: str) -> None:
+    """Record *host* as a seed's host (private networks stay open to it), as a worker does
+    when it takes a seed (crawler.security.trusted): for a test that produces requests
+    straight into the request topics, standing for the follow-ups of a seed on that host,
+    before any worker took that seed."""
+    import redis
+
+    from crawler.config.keys import CrawlKeys
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.sadd(CrawlKeys(crawl_id).seed_hosts, host)
+    finally:
+        client.close()

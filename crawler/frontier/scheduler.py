@@ -161,6 +161,7 @@ class KafkaScheduler(Records, BaseScheduler):
         guard.stop = lambda line: self.lifecycle.close_finished(line, reason=REDIS_ERROR)
         await self.scope.open()
         self._tasks.spawn(every(REFRESH_INTERVAL, self.scope.refresh), "crawl scope")
+        self._tasks.spawn(every(REFRESH_INTERVAL, TRUSTED.write_back), "seeds' hosts")
         balance = BalanceWatch(self.redis, self.crawler.settings, cfg.crawl_id, self.stats)
         self._tasks.spawn(balance.run(), "ledger balance")
 

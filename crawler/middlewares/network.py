@@ -69,6 +69,9 @@ class NetworkGuardMiddleware:
         host = (urlparse_cached(request).hostname or "").strip("[]")
         if request.meta.get("is_start_request"):
             await TRUSTED.add(host)  # single-node mode: a start request is a seed
+        proxy = request.meta.get("proxy")
+        if isinstance(proxy, str) and proxy:
+            TRUSTED.trust_proxy(proxy)  # connected to through the guarded resolver too
         if address_of(host) is not None:
             network = self.policy.refuses(host, trusted=TRUSTED.knows(host))
             if network is None:

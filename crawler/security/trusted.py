@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from redis.exceptions import RedisError
 
 from crawler.config.keys import CrawlKeys
 
@@ -35,6 +38,16 @@ class TrustedHosts:
     def knows(self, host: str) -> bool:
         return _normal(host) in self.local
 
+    def trust_proxy(self, proxy_url: str) -> None:
+        """A proxy's host (the operator's, or the spider's choice): its connection goes
+        through the guarded resolver too, which must not refuse it (this worker only)."""
+        try:
+            host = urlsplit(proxy_url).hostname or ""
+        except ValueError:
+            return
+        if host:
+            self.local.add(_normal(host))
+
     async def add(self, host: str) -> None:
         """Trust *host* (a seed's); Redis errors propagate: the seed waits and is retried."""
         host = _normal(host)
@@ -51,6 +64,18 @@ class TrustedHosts:
             return False
         self.local.add(host)
         return True
+
+
+    async def write_back(self) -> None:
+        """Write every host this worker trusts back to Redis (one ``SADD``): a Redis that
+        came back empty must not make the next worker refuse a seed's host. Every
+        ``REFRESH_INTERVAL`` with the crawl scope; an error waits for the next turn."""
+        if self._client is None or not self.local:
+            return
+        try:
+            await self._client.sadd(self._key, *sorted(self.local))
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.debug("Cannot write the seeds' hosts back: %s", exc)
 
 
 def _normal(host: str) -> str:

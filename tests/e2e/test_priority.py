@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from helpers import SHORT_IDLE, wait_until
+from helpers import SHORT_IDLE, trust_seed_host, wait_until
 from kafka import KafkaProducer
 from scrapy import Request
 
@@ -61,8 +61,10 @@ def _origin(latency: float = 0.0) -> Iterator[tuple[str, dict[str, float]]]:
         server.server_close()
 
 
-def _backlog(bootstrap: str, crawl_id: str, base: str) -> None:
-    """The low-priority backlog, produced the way a worker produces follow-up requests."""
+def _backlog(bootstrap: str, crawl_id: str, base: str, redis_url: str) -> None:
+    """The low-priority backlog, produced the way a worker produces follow-up requests (of
+    a seed on the origin's host: that host recorded first, or the backlog is private)."""
+    trust_seed_host(redis_url, crawl_id, "127.0.0.1")
     topics = {f"{crawl_id}.{t}": PARTITIONS for t in ("requests", "requests.1", "seeds", "dead")}
     connection.ensure_topics(bootstrap, topics, connect_timeout=5)
     producer = connection.kafka_producer(bootstrap, connect_timeout=5.0, linger_ms=20,
@@ -80,7 +82,7 @@ def test_high_priority_seeds_overtake_the_backlog_of_every_worker(stack, crawl_i
     env = {**stack.env(), "CRAWL_ID": crawl_id}
     bootstrap = env["KAFKA_BOOTSTRAP_SERVERS"]
     with _origin() as (base, fetched):
-        _backlog(bootstrap, crawl_id, base)
+        _backlog(bootstrap, crawl_id, base, env["REDIS_URL"])
         low = lambda: sum(p.startswith("/low/") for p in list(fetched))  # noqa: E731
         with running(2, worker_command(base + "/start", SHORT_IDLE), env, tmp_path) as workers:
             wait_until(lambda: low() >= 300, 120, "the workers to be into the backlog")
@@ -112,6 +114,7 @@ def test_a_band_the_settings_no_longer_name_is_still_consumed(stack, crawl_id, t
         connection.ensure_topics(bootstrap, {old_band: PARTITIONS}, connect_timeout=5)
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
         request = Request(f"{base}/left-in-an-old-band", priority=50)
+        trust_seed_host(env["REDIS_URL"], crawl_id, "127.0.0.1")  # a follow-up, as above
         producer.send(old_band, value=codec.encode_request(request)).get(timeout=30)
         producer.close()
         cmd = worker_command(base + "/start", {"CRAWL_IDLE_TIMEOUT": 3})  # exit soon when done
