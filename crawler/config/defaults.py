@@ -155,6 +155,7 @@ RATELIMIT_MIN_RATE = 0.05  # tokens per second: the adaptive floor
 RATELIMIT_RECOVER_AFTER = 20  # consecutive successes before the rate steps up
 RATELIMIT_RECOVER_STEP = 0.1  # each step adds this fraction of the configured rate
 RATELIMIT_STATE_TTL = 3600.0  # seconds a host's lowered rate is remembered once idle
+RATELIMIT_UNRATED_RATE = 2.0  # requests/s a host with no rate gets when it answers 429/503
 RATELIMIT_RETRY_BACKOFF = 0.5  # seconds before Redis is tried again (doubles, capped)
 RATELIMIT_RETRY_BACKOFF_MAX = 30.0
 

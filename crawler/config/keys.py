@@ -181,9 +181,15 @@ class CrawlKeys:
         """Hash: host -> JSON, the live rate overrides."""
         return self.ratelimit_prefix + "overrides"
 
+    @property
+    def ratelimit_adapted(self) -> str:
+        """Hash: host -> until when it keeps the rate a 429 or 503 gave it (no rate before)."""
+        return self.ratelimit_prefix + "adapted"
+
     def ratelimit_bucket(self, host: str) -> str:
-        # a host named "overrides" must not collide with the overrides hash
-        return self.ratelimit_prefix + (host + "." if host == "overrides" else host)
+        # a host named "overrides" or "adapted" must not collide with those hashes
+        return self.ratelimit_prefix + (host + "." if host in ("overrides", "adapted")
+                                        else host)
 
 
 @cache

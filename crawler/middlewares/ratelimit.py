@@ -33,6 +33,7 @@ from crawler.connections.retry import RedisRetry, RetryStopped, retry
 from crawler.connections.tasks import Tasks
 from crawler.frontier.completion import REDIS_ERROR
 from crawler.frontier.delay import NOT_BEFORE_KEY, delayed, scheduler_delays, sleep
+from crawler.politeness.adapted import AdaptedHosts
 from crawler.politeness.crawldelay import crawl_delays
 from crawler.politeness.hostlimit import HostLimitConfig
 from crawler.politeness.ratelimiter import (
@@ -85,6 +86,7 @@ class RateLimitMiddleware:
         self._tasks = Tasks("rate limit")
         self._warned: set[str] = set()
         self.crawl_delays = crawl_delays(crawler)  # host -> its robots.txt Crawl-delay
+        self.adapted: AdaptedHosts | None = None  # rate-less hosts that answered 429/503
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -111,16 +113,19 @@ class RateLimitMiddleware:
                 raise CloseSpider("ratelimit_redis_unavailable") from exc
             self.limiter = RedisLimiter(client, self.cfg.crawl_id, self.cfg,
                                         release=partial(shared.release_redis, self.crawler))
+        self.adapted = AdaptedHosts(getattr(self.limiter, "client", None), self.cfg.crawl_id,
+                                    self.cfg.unrated_rate, self.cfg.state_ttl)
+        self._tasks.spawn(self.adapted.run(), "read the adapted hosts")
         self._opened.set()
-        default = self.cfg.default
-        logger.info(
-            "Rate limit: %s per host (%d hosts configured, and robots.txt Crawl-delays), %s; "
-            "waiting requests %s",
-            f"{default.rate:g} requests/s, burst {default.burst:g}" if default else "no rate",
-            len(self.cfg.domains), "shared in Redis" if self.cfg.redis_url else "in memory",
-            "go back to the frontier's buffer" if self.delays else "sleep")
+        self._announce()
+
+    def _announce(self) -> None:
+        logger.info("Rate limit: %s, %s; waiting requests %s", self.cfg.summary(),
+                    "shared in Redis" if self.cfg.redis_url else "in memory",
+                    "go back to the frontier's buffer" if self.delays else "sleep")
 
     async def spider_closed(self) -> None:
+        await self._tasks.close()
         if self.limiter is not None:
             await self.limiter.close()
 
@@ -130,7 +135,7 @@ class RateLimitMiddleware:
         if not host:
             return None
         gap = max(self.crawl_delays.get(host, 0.0), self.host_delay)
-        limit = self.cfg.limit(host, gap)
+        limit = self._limit(host, gap)
         if limit is None:  # no rate for this host: nothing to reserve
             return None
         await self._opened.wait()
@@ -233,10 +238,21 @@ class RateLimitMiddleware:
     def _running(self) -> bool:
         return _scrapy.engine_running(self.crawler)
 
+    def _limit(self, host: str, gap: float) -> Limit | None:
+        limit = self.cfg.limit(host, gap)
+        if limit is None and self.adapted is not None:
+            return self.adapted.limit(host)  # no rate, but it answered 429 or 503
+        return limit
+
     # -- responses ----------------------------------------------------------
     async def process_response(self, request: Request, response: Response) -> Response:
         ticket = request.meta.get(META_KEY)
-        if self.cfg.adaptive is None or self.limiter is None or not isinstance(ticket, dict):
+        if self.cfg.adaptive is None or self.limiter is None:
+            return response
+        if not isinstance(ticket, dict):  # a host with no rate
+            if response.status in self.cfg.decrease_on:
+                await self._adopt(normal_host(urlparse_cached(request).hostname or ""),
+                                  response.status)
             return response
         if response.status in self.cfg.decrease_on:
             self.stats.inc_value("ratelimit/slowdowns")
@@ -245,13 +261,29 @@ class RateLimitMiddleware:
             await self._adapt(ticket, None)
         return response
 
+    async def _adopt(self, host: str, status: int) -> None:
+        """*host*, with no rate, answered *status*: it gets one, lowered at once."""
+        assert self.adapted is not None and self.limiter is not None
+        if not host or self.adapted.limit(host) is not None:
+            return  # a response to a request sent before it got its rate
+        try:  # taken at 0: lowered once, by whichever worker comes first (not per answer)
+            limit = await self.adapted.adopt(host)
+            _changed, rate = await self.limiter.decrease(host, limit, 0.0)
+        except _ERRORS as exc:  # the next 429 or 503 tries again
+            self.stats.inc_value("ratelimit/redis_errors")
+            self.feedback.failed(exc)
+            return
+        self.stats.inc_value("ratelimit/adopted")
+        logger.info("Rate limit: %s (no rate) answered %d: it now has %.3g requests/s",
+                    host, status, rate)
+
     async def _adapt(self, ticket: dict[str, Any], status: int | None) -> None:
         """Lower the host's rate after *status*, or count a success (*status* None)."""
         assert self.limiter is not None
         host, taken = ticket.get("host"), ticket.get("taken")
         if not isinstance(host, str) or not isinstance(taken, (int, float)):
             return
-        limit = self.cfg.limit(host, max(self.crawl_delays.get(host, 0.0), self.host_delay))
+        limit = self._limit(host, max(self.crawl_delays.get(host, 0.0), self.host_delay))
         if limit is None:
             return
         try:

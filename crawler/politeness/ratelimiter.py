@@ -41,6 +41,7 @@ class RateLimitConfig:
     adaptive: Adaptive | None
     decrease_on: frozenset[int]
     state_ttl: float
+    unrated_rate: float  # a rate-less host that answers 429/503 gets this rate (then adapts)
     backoff: float
     backoff_max: float
     redis_url: str
@@ -58,6 +59,14 @@ class RateLimitConfig:
         rate = 1.0 / (gap * GAP_MARGIN)
         return Limit(rate if limit is None else min(rate, limit.rate), 1.0)
 
+    def summary(self) -> str:
+        """Which hosts have which rate, for the start-up line."""
+        default = self.default
+        rate = f"{default.rate:g} requests/s, burst {default.burst:g}" if default else "no rate"
+        return (f"{rate} per host ({len(self.domains)} hosts configured, robots.txt "
+                f"Crawl-delays, and {self.unrated_rate:g} requests/s for a host with none "
+                f"once it answers 429 or 503)")
+
     @classmethod
     def from_settings(cls, s: BaseSettings, spider_name: str) -> RateLimitConfig:
         """:class:`SettingError` names a bad setting."""
@@ -71,6 +80,7 @@ class RateLimitConfig:
             max_wait=_setting(s, "RATELIMIT_MAX_WAIT", low=0, above=True),
             adaptive=_adaptive(s), decrease_on=_statuses(s),
             state_ttl=_setting(s, "RATELIMIT_STATE_TTL", low=0),
+            unrated_rate=_setting(s, "RATELIMIT_UNRATED_RATE", low=0, above=True),
             backoff=backoff,
             backoff_max=max(backoff, _setting(s, "RATELIMIT_RETRY_BACKOFF_MAX", low=0)),
             redis_url=config.get_str(s, "REDIS_URL"),

@@ -43,6 +43,7 @@ PINNED = {
     "host_slots_prefix": "{c-1}:slots:",
     "ratelimit_prefix": "{c-1}:ratelimit:",
     "ratelimit_overrides": "{c-1}:ratelimit:overrides",
+    "ratelimit_adapted": "{c-1}:ratelimit:adapted",
     "recrawl": "{c-1}:recrawl",
     "recrawl_due": "{c-1}:recrawl:due",
     "seed_hosts": "{c-1}:seed-hosts",
@@ -71,6 +72,7 @@ def test_per_item_keys() -> None:
     assert keys.ratelimit_bucket("example.com") == "{c-1}:ratelimit:example.com"
     # the host "overrides" must not clash with the overrides hash
     assert keys.ratelimit_bucket("overrides") == "{c-1}:ratelimit:overrides."
+    assert keys.ratelimit_bucket("adapted") == "{c-1}:ratelimit:adapted."
     assert keys.family("{c-1}:bloom:s0:3") == "bloom"
     assert keys.bloom_generation(7) == "{c-1}:bloom:g7"
     assert keys.family("{c-1}:bloom:g7:s0") == "bloom"
