@@ -92,6 +92,11 @@ class RobotsBook:
             return stored
         if not await self.store.claim(origin, self.worker, self.claim_seconds):
             return None
+        # read again: a peer may have stored its verdict (and freed its claim) between the
+        # read above and this claim; it was fetched twice at start-up 0 to 4 times a run
+        again = await self.store.get(origin)
+        if again is not None and again.expires > self._clock():
+            return again  # the claim expires by itself; nobody needs it now
         verdict = await self._fetch(origin, stored)
         try:
             await self.store.put(origin, verdict, self.worker)
