@@ -100,9 +100,11 @@ def run_crawl(crawl: Crawl, ctx: Context, round_no: int) -> dict[str, Any]:
     logs = ctx.workdir / crawl_id
     logs.mkdir(parents=True, exist_ok=True)
     faults = Faults.parse(crawl.faults)
-    origin, base = start_origin(ctx.pages, logs / "origin.jsonl", seed=SEED, hosts=HOSTS,
+    origin, _base = start_origin(ctx.pages, logs / "origin.jsonl", seed=SEED, hosts=HOSTS,
                                 faults=faults)
-    cmd = worker_command(base + "/", {"ROTATING_PROXY_LIST": ",".join(ctx.pool(crawl.pool))})
+    # both hosts are seeds: private networks (loopback) are closed but to the seeds' hosts
+    seeds = ",".join(url + "/" for url in origin.base_urls)
+    cmd = worker_command(seeds, {"ROTATING_PROXY_LIST": ",".join(ctx.pool(crawl.pool))})
     cmd += ["-a", "allowed_domains=" + ",".join(HOSTS)]
     with origin:
         launched = time.time()
