@@ -157,7 +157,7 @@ class DistributedAddon:
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
         wanted = {
             "RETRY_BACKOFF_ENABLED": ("crawler.middlewares.retry.BackoffRetryMiddleware", 550),
-            "RATELIMIT_ENABLED": ("crawler.middlewares.ratelimit.RateLimitMiddleware", 560),
+            "RATELIMIT_ENABLED": ("crawler.middlewares.ratelimit.RateLimitMiddleware", 845),
             "PROXY_ENABLED": ("crawler.middlewares.proxies.ProxyPoolMiddleware", 610),
             "USERAGENT_ROTATION_ENABLED": (
                 "crawler.middlewares.useragent.UserAgentRotationMiddleware", 500),
@@ -170,6 +170,9 @@ class DistributedAddon:
         if config.get_int(settings, "HOST_PAGE_BUDGET", minimum=0):  # after robots.txt: a
             middlewares.setdefault(  # forbidden page costs no budget
                 "crawler.middlewares.budget.HostBudgetMiddleware", 110)
+        if config.get_int(settings, "HOSTBREAKER_FAILURES", minimum=0):  # hears a network
+            middlewares.setdefault(  # error before the retry middleware (550) retries it
+                "crawler.middlewares.breaker.HostBreakerMiddleware", 555)
         if config.get_bool(settings, "RETRY_BACKOFF_ENABLED"):
             middlewares["scrapy.downloadermiddlewares.retry.RetryMiddleware"] = None
         settings.set("DOWNLOADER_MIDDLEWARES", middlewares, PRIORITY)

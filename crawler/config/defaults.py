@@ -141,6 +141,15 @@ HOSTLIMIT_CONCURRENCY = 0  # in flight to a host, cluster-wide; 0: CONCURRENT_RE
 HOSTLIMIT_DELAY = -1.0  # seconds between two requests to a host, cluster-wide; -1: DOWNLOAD_DELAY
 HOSTLIMIT_TTL = 5.0  # seconds a worker's shares live unrenewed (a killed worker's are free after)
 HOSTLIMIT_INTERVAL = 0.5  # seconds between two renewals of a worker's shares (one round trip)
+HOSTLIMIT_DELAY_FACTOR = 0.0  # gap = this times the host's recent latency (Heritrix's); 0: off
+HOSTLIMIT_DELAY_MAX = 30.0  # seconds: the cap of that gap
+POLITENESS_UNIT = "host"  # what the per-host limits count against: host, domain or ip
+
+# --- per-host circuit breaker ---
+HOSTBREAKER_FAILURES = 5  # network failures in a row that pause a host; 0: no breaker
+HOSTBREAKER_PAUSE = 15.0  # seconds a paused host waits before one request probes it
+HOSTBREAKER_PAUSE_MAX = 240.0  # the pause doubles at each failed probe, up to this
+HOSTBREAKER_GIVE_UP = 900.0  # seconds paused after which its requests are dropped; 0: never
 
 # --- per-domain rate limit ---
 RATELIMIT_ENABLED = False  # distributed mode switches it on: RateLimitMiddleware, per-host rates

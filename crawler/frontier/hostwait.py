@@ -14,8 +14,9 @@ from scrapy.crawler import Crawler
 from crawler.connections.tasks import Tasks
 from crawler.frontier.buffer import RequestBuffer
 from crawler.frontier.leases import Lease
-from crawler.politeness.hostgate import BLOCKED, HostGate, host_key
+from crawler.politeness.hostgate import BLOCKED, HostGate
 from crawler.politeness.hostlimit import HostLimitConfig, SlotStore
+from crawler.politeness.unit import politeness_unit, request_unit
 
 
 class HostWaits:
@@ -25,8 +26,10 @@ class HostWaits:
                  buffer: RequestBuffer[Lease], push: Callable[[Request, Lease, float], None],
                  wake: Callable[[], None], tasks: Tasks) -> None:
         self.buffer, self._push, self._wake, self.stats = buffer, push, wake, crawler.stats
+        self.key = request_unit(politeness_unit(crawler.settings))
         self.gate = HostGate(cfg, store, worker, on_free=self._free, stats=crawler.stats,
-                             demand=lambda: buffer.waiting_hosts(host_key, cfg.ttl))
+                             demand=lambda: buffer.waiting_hosts(self.key, cfg.ttl),
+                             key=self.key)
         crawler.signals.connect(self.gate.release, signals.request_left_downloader)
         tasks.spawn(self.gate.run(), "per-host limits")
 
@@ -36,7 +39,7 @@ class HostWaits:
         if wait is None:
             return True
         if wait == BLOCKED:
-            self.buffer.block(host_key(request), request, lease)
+            self.buffer.block(self.key(request), request, lease)
             self._inc("hostlimit/blocked")
         else:
             self._push(request, lease, time.time() + wait)

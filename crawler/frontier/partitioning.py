@@ -29,20 +29,10 @@ from kafka.partitioner.default import DefaultPartitioner
 from scrapy import Request
 from scrapy.utils.httpobj import urlparse_cached
 
+from crawler.politeness.unit import by_domain
+
 PARTITION_BY = ("host", "domain", "url")
 SEPARATOR = b"\x1f"
-
-
-def _registered_domain() -> Callable[[str], str]:
-    import tldextract
-
-    extract = tldextract.TLDExtract(suffix_list_urls=())  # the bundled list: no download
-
-    def domain(host: str) -> str:
-        parts = extract(host)
-        return parts.top_domain_under_public_suffix or host
-
-    return domain
 
 
 def _page(request: Request) -> str:
@@ -53,8 +43,7 @@ def _page(request: Request) -> str:
 def _unit(by: str) -> Callable[[Request], bytes]:
     if by == "host":
         return lambda request: (urlparse_cached(request).hostname or "").encode()
-    domain = _registered_domain()
-    return lambda request: domain(urlparse_cached(request).hostname or "").encode()
+    return lambda request: by_domain(urlparse_cached(request).hostname or "").encode()
 
 
 def partitioner(by: str, spread: int = 0) -> Callable[[Request], bytes]:

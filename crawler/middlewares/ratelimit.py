@@ -33,9 +33,11 @@ from crawler.connections.retry import RedisRetry, RetryStopped, retry
 from crawler.connections.tasks import Tasks
 from crawler.frontier.completion import REDIS_ERROR
 from crawler.frontier.delay import NOT_BEFORE_KEY, delayed, scheduler_delays, sleep
+from crawler.middlewares.ratelimit_adapt import META_KEY, AdaptiveResponses
 from crawler.politeness.adapted import AdaptedHosts
 from crawler.politeness.crawldelay import crawl_delays
 from crawler.politeness.hostlimit import HostLimitConfig
+from crawler.politeness.latency import LatencyDelays
 from crawler.politeness.ratelimiter import (
     Grant,
     Limiter,
@@ -45,15 +47,13 @@ from crawler.politeness.ratelimiter import (
     normal_host,
 )
 from crawler.politeness.tokenbucket import Limit
+from crawler.politeness.unit import politeness_unit
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
-    from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
 
-#: request meta: ``{"host", "taken", "lowered", "reserved", "due"}`` (JSON-safe)
-META_KEY = "ratelimit"
 _ON_TIME = 0.001  # seconds of wait not worth waiting for
 _STALE = 300.0  # a reserved slot this far in the past is not honoured (a re-queued copy)
 _ERRORS = (RedisError, OSError, asyncio.TimeoutError)
@@ -67,9 +67,11 @@ class _GiveBack(Exception):
         self.delay = delay
 
 
-class RateLimitMiddleware:
-    """Downloader middleware (order 560: its ``process_response`` sees a 429 or 503
-    before the retry middleware at 550 turns it into a retry). ``RATELIMIT_ENABLED``."""
+class RateLimitMiddleware(AdaptiveResponses):
+    """Downloader middleware (order 845: its ``process_request``, which takes a delay's token,
+    runs as late as it can before Scrapy's stats (850) count the request as sent; its
+    ``process_response`` sees a 429 or 503 before the retry middleware at 550 turns it into a
+    retry). ``RATELIMIT_ENABLED``."""
 
     def __init__(self, crawler: Crawler, cfg: RateLimitConfig, *, delays: bool,
                  host_delay: float = 0.0) -> None:
@@ -86,6 +88,8 @@ class RateLimitMiddleware:
         self._tasks = Tasks("rate limit")
         self._warned: set[str] = set()
         self.crawl_delays = crawl_delays(crawler)  # host -> its robots.txt Crawl-delay
+        self.unit = politeness_unit(crawler.settings)
+        self.latency = LatencyDelays.from_settings(crawler.settings)  # HOSTLIMIT_DELAY_FACTOR
         self.adapted: AdaptedHosts | None = None  # rate-less hosts that answered 429/503
 
     @classmethod
@@ -131,10 +135,11 @@ class RateLimitMiddleware:
 
     # -- requests -----------------------------------------------------------
     async def process_request(self, request: Request) -> Request | None:
-        host = normal_host(urlparse_cached(request).hostname or "")
-        if not host:
+        name = normal_host(urlparse_cached(request).hostname or "")
+        if not name:
             return None
-        gap = max(self.crawl_delays.get(host, 0.0), self.host_delay)
+        host = self.unit(name)  # what the bucket counts: POLITENESS_UNIT
+        gap = max(self.crawl_delays.get(name, 0.0), self.host_delay, self.latency.gap(host))
         limit = self._limit(host, gap)
         if limit is None:  # no rate for this host: nothing to reserve
             return None
@@ -145,7 +150,7 @@ class RateLimitMiddleware:
         # when the request goes out, never reserved ahead (a reserved slot's request came back
         # from the buffer up to 21 ms late, and the next one, on time, came 0.979 s after it)
         max_wait = _ON_TIME if gap > 0 else self.cfg.max_wait
-        return await self._acquire(request, host, limit, max_wait)
+        return await self._acquire(request, host, limit, max_wait, gap)
 
     async def _redeem(self, request: Request, host: str) -> bool:
         """Whether *request* is a delayed copy back at the slot it reserved (waits if early)."""
@@ -163,7 +168,7 @@ class RateLimitMiddleware:
         return True
 
     async def _acquire(self, request: Request, host: str, limit: Limit,
-                       max_wait: float) -> Request | None:
+                       max_wait: float, gap: float) -> Request | None:
         while True:
             try:
                 grant = await retry(lambda: self._reserve(host, limit, max_wait), errors=_ERRORS,
@@ -176,7 +181,7 @@ class RateLimitMiddleware:
             self.retry.succeeded()
             self._note(host, grant)
             request.meta[META_KEY] = {"host": host, "taken": grant.now, "reserved": False,
-                                      "lowered": grant.rate < grant.configured}
+                                      "lowered": grant.rate < grant.configured, "gap": gap}
             if grant.reserved:
                 return await self._wait(request, grant.wait)
             self.stats.inc_value("ratelimit/deferred")  # past RATELIMIT_MAX_WAIT
@@ -244,65 +249,6 @@ class RateLimitMiddleware:
             return self.adapted.limit(host)  # no rate, but it answered 429 or 503
         return limit
 
-    # -- responses ----------------------------------------------------------
-    async def process_response(self, request: Request, response: Response) -> Response:
-        ticket = request.meta.get(META_KEY)
-        if self.cfg.adaptive is None or self.limiter is None:
-            return response
-        if not isinstance(ticket, dict):  # a host with no rate
-            if response.status in self.cfg.decrease_on:
-                await self._adopt(normal_host(urlparse_cached(request).hostname or ""),
-                                  response.status)
-            return response
-        if response.status in self.cfg.decrease_on:
-            self.stats.inc_value("ratelimit/slowdowns")
-            await self._adapt(ticket, response.status)
-        elif 200 <= response.status < 400 and ticket.get("lowered"):
-            await self._adapt(ticket, None)
-        return response
-
-    async def _adopt(self, host: str, status: int) -> None:
-        """*host*, with no rate, answered *status*: it gets one, lowered at once."""
-        assert self.adapted is not None and self.limiter is not None
-        if not host or self.adapted.limit(host) is not None:
-            return  # a response to a request sent before it got its rate
-        try:  # taken at 0: lowered once, by whichever worker comes first (not per answer)
-            limit = await self.adapted.adopt(host)
-            _changed, rate = await self.limiter.decrease(host, limit, 0.0)
-        except _ERRORS as exc:  # the next 429 or 503 tries again
-            self.stats.inc_value("ratelimit/redis_errors")
-            self.feedback.failed(exc)
-            return
-        self.stats.inc_value("ratelimit/adopted")
-        logger.info("Rate limit: %s (no rate) answered %d: it now has %.3g requests/s",
-                    host, status, rate)
-
-    async def _adapt(self, ticket: dict[str, Any], status: int | None) -> None:
-        """Lower the host's rate after *status*, or count a success (*status* None)."""
-        assert self.limiter is not None
-        host, taken = ticket.get("host"), ticket.get("taken")
-        if not isinstance(host, str) or not isinstance(taken, (int, float)):
-            return
-        limit = self._limit(host, max(self.crawl_delays.get(host, 0.0), self.host_delay))
-        if limit is None:
-            return
-        try:
-            if status is not None:
-                changed, rate = await self.limiter.decrease(host, limit, taken)
-            else:
-                changed, rate = await self.limiter.recover(host, limit)
-        except _ERRORS as exc:  # a lost signal costs nothing but precision
-            self.stats.inc_value("ratelimit/redis_errors")
-            self.feedback.failed(exc)
-            self._refused()
-            return
-        self.feedback.succeeded()
-        if changed and status is not None:
-            self.stats.inc_value("ratelimit/rate_decreased")
-            logger.info("Rate limit: %s answered %d: its rate is now %.3g/s", host, status, rate)
-        elif changed:
-            self.stats.inc_value("ratelimit/rate_recovered")
-            logger.debug("Rate limit: %s recovers: its rate is now %.3g/s", host, rate)
 
 
 async def _awaited(future: asyncio.Future[None]) -> None:

@@ -54,6 +54,7 @@ logger = logging.getLogger(__name__)
 INLINE_WAIT = 1.0  # seconds a request waits here for its origin's verdict before going back
 PRIORITY = 1000  # of a robots.txt download (Scrapy's)
 DEFAULT_PORTS = {"http": 80, "https": 443}
+ROBOTS_FETCH = "robotstxt_fetch"  # request meta: this is a robots.txt download
 
 
 class RobotsUnreachable(IgnoreRequest):
@@ -163,7 +164,7 @@ class ClusterRobotsTxtMiddleware:
     async def _fetch(self, origin: str, previous: Verdict | None) -> Verdict:
         """Download *origin*'s robots.txt (this worker holds the claim) and judge it."""
         meta = {"dont_obey_robotstxt": True, "redirect_ttl": self.policy.max_redirects,
-                "max_retry_times": 1}
+                "max_retry_times": 1, ROBOTS_FETCH: True}
         request = Request(origin + "/robots.txt", priority=PRIORITY, meta=meta,
                           callback=NO_CALLBACK, dont_filter=True)
         self.stats.inc_value("robotstxt/request_count")

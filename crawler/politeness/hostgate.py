@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from scrapy import Request
-from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.politeness.hostlimit import Demand, HostLimitConfig, SlotStore
+from crawler.politeness.unit import by_host, request_unit
 
 logger = logging.getLogger(__name__)
 BLOCKED = math.inf  # admit(): no share free for the host until a request of it ends
@@ -36,11 +36,9 @@ RETRY = 0.05  # seconds between renewals while a wanted host is all held by othe
 # one HOSTLIMIT_INTERVAL: the holders renew in it and give up what they hold above their share)
 
 
-def host_key(request: Request) -> str:
-    """The host a request counts against: Scrapy's downloader slot (``download_slot`` meta,
-    else the URL's host), so the gate and the downloader agree."""
-    slot = request.meta.get("download_slot")
-    return slot if isinstance(slot, str) and slot else urlparse_cached(request).hostname or ""
+#: a request's host: its ``download_slot`` meta, else its URL's host (Scrapy's slot), so the
+#: gate and the downloader agree; ``POLITENESS_UNIT`` may count another unit (HostGate's *key*)
+host_key = request_unit(by_host)
 
 
 class HostGate:
@@ -48,8 +46,9 @@ class HostGate:
 
     def __init__(self, cfg: HostLimitConfig, store: SlotStore, worker: str, *,
                  on_free: Callable[[str, int], None], demand: Callable[[], Mapping[str, int]],
-                 stats: Any = None, clock: Callable[[], float] = time.monotonic) -> None:
-        self.cfg, self.store, self.worker = cfg, store, worker
+                 stats: Any = None, clock: Callable[[], float] = time.monotonic,
+                 key: Callable[[Request], str] = host_key) -> None:
+        self.cfg, self.store, self.worker, self.key = cfg, store, worker, key
         self._on_free, self._demand, self._stats, self._clock = on_free, demand, stats, clock
         self.grants: dict[str, int] = {}
         self.in_flight: Counter[str] = Counter()
@@ -67,7 +66,7 @@ class HostGate:
     def admit(self, request: Request) -> float | None:
         """None: *request* may go now (it holds a share until :meth:`release`); else the
         seconds to wait (:data:`BLOCKED`: until one of its host's requests ends)."""
-        host = host_key(request)
+        host = self.key(request)
         now = self._clock()
         grant = self.grants.get(host, 0) if now < self._valid_until else 0
         if self.in_flight[host] >= grant:

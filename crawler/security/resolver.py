@@ -74,6 +74,10 @@ class GuardedResolver:
             found.addTimeout(self.timeout, self.reactor)
         return found.addCallback(self._remember, host)
 
+    def cached(self, host: str) -> list[str] | None:
+        """*host*'s addresses from its last lookup, if it is still cached (no lookup)."""
+        return self._cache.get(host)
+
     def allowed(self, addresses: list[str], host: str = ""
                 ) -> tuple[list[str], tuple[str, str] | None]:
         """The allowed ones of *host*'s *addresses*, and ``(address, network)`` of one
