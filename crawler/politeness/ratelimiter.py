@@ -20,6 +20,7 @@ from crawler.config.readers import SettingError
 from crawler.connections.options import connect_timeout
 from crawler.politeness.tokenbucket import (
     LUA_DECREASE,
+    LUA_ENDED,
     LUA_RECOVER,
     LUA_RESERVE,
     Adaptive,
@@ -176,6 +177,7 @@ class Limiter(Protocol):
                       ) -> Grant: ...
     async def decrease(self, host: str, limit: Limit, taken_at: float) -> tuple[bool, float]: ...
     async def recover(self, host: str, limit: Limit) -> tuple[bool, float]: ...
+    async def ended(self, host: str, limit: Limit) -> None: ...
     async def close(self) -> None: ...
 
 
@@ -192,6 +194,7 @@ class RedisLimiter:
         self._reserve = client.register_script(LUA_RESERVE)
         self._decrease = client.register_script(LUA_DECREASE)
         self._recover = client.register_script(LUA_RECOVER)
+        self._ended = client.register_script(LUA_ENDED)
 
     def key(self, host: str) -> str:
         return self.keys.ratelimit_bucket(host)
@@ -221,6 +224,10 @@ class RedisLimiter:
         changed, rate = await self._run(self._recover, host, limit, rule.recover_after,
                                         repr(rule.step))
         return bool(changed), float(rate)
+
+    async def ended(self, host: str, limit: Limit) -> None:
+        """A request of *host*, whose limit is a gap's, ended: its next one goes a gap later."""
+        await self._run(self._ended, host, limit)
 
     async def close(self) -> None:
         if self._release is None:
@@ -253,6 +260,9 @@ class LocalLimiter:
         assert self.cfg.adaptive is not None
         rate, changed = self.buckets.recover(host, limit.rate, self.cfg.adaptive)
         return changed, rate
+
+    async def ended(self, host: str, limit: Limit) -> None:
+        self.buckets.ended(host, time.time())
 
     async def close(self) -> None:
         return None

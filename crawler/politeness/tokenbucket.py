@@ -165,6 +165,11 @@ class LocalBuckets:
                 self._forget(now)
         return grant
 
+    def ended(self, host: str, now: float) -> None:
+        """A request of *host* (a gap's) ended: its bucket is empty from *now*."""
+        bucket = self.buckets.get(host)
+        self.buckets[host] = Bucket(0.0, now if bucket is None else max(now, bucket.at))
+
     def rate(self, host: str, configured: float) -> float:
         return effective_rate(self.health.get(host, Health()), configured)
 
@@ -217,3 +222,6 @@ LUA_DECREASE = LUA_COMMON + _script("decrease.lua")
 #: ARGV[6] successes needed, ARGV[7] step (fraction of the configured rate).
 #: Returns {recovered 0/1, effective rate}.
 LUA_RECOVER = LUA_COMMON + _script("recover.lua")
+
+#: no more ARGV. Returns 1: the bucket is empty from now (or its latest reserved slot).
+LUA_ENDED = LUA_COMMON + _script("ended.lua")

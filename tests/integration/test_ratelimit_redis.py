@@ -29,7 +29,7 @@ from support.ratelimit import HOST, cleanup, opened, run
 from crawler.connections.clients import redis_client
 from crawler.frontier.delay import NOT_BEFORE_KEY
 from crawler.middlewares.ratelimit import META_KEY
-from crawler.politeness.ratelimiter import RateLimitConfig, RedisLimiter
+from crawler.politeness.ratelimiter import LocalLimiter, RateLimitConfig, RedisLimiter
 from crawler.politeness.tokenbucket import LUA_RESERVE, Bucket, Limit, reserve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +83,25 @@ def test_lua_reservations_match_the_python_maths(redis_url: str, crawl_id: str) 
         finally:
             await cleanup(client, crawl_id)
             await client.aclose()
+
+    run(scenario)
+
+
+def test_a_gap_restarts_when_its_request_ends(redis_url: str, crawl_id: str) -> None:
+    """A host with a gap (Crawl-delay, DOWNLOAD_DELAY): its next token is a whole gap after
+    the previous request ended, not after that request's token; the same in memory."""
+    limit = Limit(1 / 0.5, 1.0)  # a 0.5 s gap
+
+    async def scenario() -> None:
+        async with limiter(redis_url, crawl_id) as redis_limiter:
+            local = LocalLimiter(redis_limiter.cfg)
+            for each in (redis_limiter, local):
+                first = await each.reserve(HOST, limit, 0.001)
+                assert first.reserved and first.wait == 0.0
+                await asyncio.sleep(0.3)  # the answer takes 0.3 s
+                await each.ended(HOST, limit)
+                second = await each.reserve(HOST, limit, 0.001)  # not at 0.5 s: at 0.8 s
+                assert not second.reserved and second.wait == pytest.approx(0.5, abs=0.05)
 
     run(scenario)
 
