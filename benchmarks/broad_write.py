@@ -13,19 +13,10 @@ from typing import Any
 
 from benchmarks.broad_report import SLACK
 from benchmarks.broad_site import BroadSpec, Host
+from benchmarks.report import cpu_model
 
 STEP = 10.0  # seconds per bin of the timeline
 TARGET_SHARE, TARGET_VS_REDIS, TARGET_SCALING = 0.85, 1.5, 3.4
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def site_summary(spec: BroadSpec, hosts: Sequence[Host]) -> dict[str, Any]:
