@@ -157,7 +157,7 @@ class DistributedAddon:
         middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
         wanted = {
             "RETRY_BACKOFF_ENABLED": ("crawler.middlewares.retry.BackoffRetryMiddleware", 550),
-            "RATELIMIT_ENABLED": ("crawler.middlewares.ratelimit.RateLimitMiddleware", 845),
+            "RATELIMIT_ENABLED": ("crawler.middlewares.ratelimit.RateLimitMiddleware", 560),
             "PROXY_ENABLED": ("crawler.middlewares.proxies.ProxyPoolMiddleware", 610),
             "USERAGENT_ROTATION_ENABLED": (
                 "crawler.middlewares.useragent.UserAgentRotationMiddleware", 500),

@@ -2,7 +2,7 @@
 
 The rule is :mod:`crawler.politeness.breaker`'s (``HOSTBREAKER_*``). A downloader middleware at
 order 555: its ``process_request`` runs after the retry middleware's (550) and before the rate
-limiter takes a token (845); its ``process_exception`` hears a network error before the retry
+limiter takes a token (560); its ``process_exception`` hears a network error before the retry
 middleware turns it into a retry. A request of an open host is never dropped: it goes back to
 the Kafka frontier's buffer (with Scrapy's own scheduler, it sleeps) and keeps its lease.
 robots.txt fetches pass (their own retry rule is in :mod:`crawler.robots`). A host open for

@@ -68,8 +68,8 @@ class _GiveBack(Exception):
 
 
 class RateLimitMiddleware(AdaptiveResponses):
-    """Downloader middleware (order 845: its ``process_request``, which takes a delay's token,
-    runs as late as it can before Scrapy's stats (850) count the request as sent; its
+    """Downloader middleware (order 560: its ``process_request`` runs before the proxy pool
+    (610) and Scrapy's stats (850) count a request it sends back to wait; its
     ``process_response`` sees a 429 or 503 before the retry middleware at 550 turns it into a
     retry). ``RATELIMIT_ENABLED``."""
 
