@@ -117,9 +117,11 @@ class RateLimitMiddleware(AdaptiveResponses):
                 raise CloseSpider("ratelimit_redis_unavailable") from exc
             self.limiter = RedisLimiter(client, self.cfg.crawl_id, self.cfg,
                                         release=partial(shared.release_redis, self.crawler))
-        self.adapted = AdaptedHosts(getattr(self.limiter, "client", None), self.cfg.crawl_id,
-                                    self.cfg.unrated_rate, self.cfg.state_ttl)
-        self._tasks.spawn(self.adapted.run(), "read the adapted hosts")
+        if self.cfg.adaptive is not None and self.cfg.unrated_rate > 0:  # else none is adopted
+            self.adapted = AdaptedHosts(getattr(self.limiter, "client", None),
+                                        self.cfg.crawl_id, self.cfg.unrated_rate,
+                                        self.cfg.state_ttl)
+            self._tasks.spawn(self.adapted.run(), "read the adapted hosts")
         self._opened.set()
         self._announce()
 

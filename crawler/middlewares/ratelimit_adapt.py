@@ -57,7 +57,7 @@ class AdaptiveResponses:
         if self.cfg.adaptive is None or self.limiter is None:
             return response
         if not isinstance(ticket, dict):  # a host with no rate
-            if response.status in self.cfg.decrease_on and self.cfg.unrated_rate > 0:
+            if response.status in self.cfg.decrease_on and self.adapted is not None:
                 await self._adopt(self._unit_of(request), response.status)
             return response
         if response.status in self.cfg.decrease_on:

@@ -59,10 +59,15 @@ class Breakers:
     clock: Callable[[], float] = time.monotonic
     _hosts: dict[str, _Host] = field(default_factory=dict)
 
+    def _open(self, host: str) -> _Host | None:
+        """*host*'s state while its breaker is open, else None."""
+        state = self._hosts.get(host)
+        return state if state is not None and state.failures >= self.cfg.failures else None
+
     def wait(self, host: str) -> float:
         """Seconds *host*'s next request must wait; 0: it goes (a probe, if the host is open)."""
-        state = self._hosts.get(host)
-        if state is None or state.failures < self.cfg.failures:
+        state = self._open(host)
+        if state is None:
             return 0.0
         now = self.clock()
         if state.probe is not None and now - state.probe < state.pause:
@@ -73,8 +78,7 @@ class Breakers:
         return 0.0
 
     def is_open(self, host: str) -> bool:
-        state = self._hosts.get(host)
-        return state is not None and state.failures >= self.cfg.failures
+        return self._open(host) is not None
 
     def failed(self, host: str) -> bool:
         """A request to *host* failed without an answer; True when that opened its breaker
@@ -97,12 +101,12 @@ class Breakers:
 
     def gone(self, host: str) -> bool:
         """Whether *host* has been open for ``HOSTBREAKER_GIVE_UP`` seconds."""
-        state = self._hosts.get(host)
+        state = self._open(host)
         return (self.cfg.give_up > 0 and state is not None
-                and state.failures >= self.cfg.failures
                 and self.clock() - state.opened >= self.cfg.give_up)
 
     def answered(self, host: str) -> bool:
         """*host* answered; True when that closed an open breaker."""
-        state = self._hosts.pop(host, None)
-        return state is not None and state.failures >= self.cfg.failures
+        opened = self.is_open(host)
+        self._hosts.pop(host, None)
+        return opened
