@@ -37,7 +37,7 @@ from twisted.python.failure import Failure
 
 __all__ = ["AUTH_PROXY_META", "SCRAPER_LOGGER", "BaseScheduler", "EngineHook", "TunnelError",
            "as_deferred", "close_spider", "download", "engine_paused", "engine_running",
-           "on_download_failed", "on_request_left", "pause_engine", "schedule",
+           "engine_work", "on_download_failed", "on_request_left", "pause_engine", "schedule",
            "unpause_engine"]
 
 #: meta key of ``HttpProxyMiddleware``: the proxy URL whose credentials the request carries
@@ -133,6 +133,25 @@ def engine_running(crawler: Crawler) -> bool:
         return bool(_engine(crawler).running)
     except RuntimeError:
         return True
+
+
+def engine_work(crawler: Crawler) -> dict[str, Any] | None:
+    """What the engine holds while it closes (None when it is not closing): the requests in
+    its slot, the downloader's per-slot queues and the scraper's, for the close watch."""
+    slot = getattr(crawler.engine, "_slot", None)
+    if slot is None or getattr(slot, "closing", None) is None:
+        return None
+    downloader: Any = getattr(crawler.engine, "downloader", None)
+    slots = getattr(downloader, "slots", {}) or {}
+    scraper_slot: Any = getattr(getattr(crawler.engine, "scraper", None), "slot", None)
+    return {
+        "inprogress": list(getattr(slot, "inprogress", ())),
+        "downloading": len(getattr(downloader, "active", ())),
+        "slots": {key: (len(s.queue), len(s.active), len(s.transferring))
+                  for key, s in slots.items() if s.queue or s.active or s.transferring},
+        "scraping": len(getattr(scraper_slot, "active", ())),
+        "to_scrape": len(getattr(scraper_slot, "queue", ())),
+    }
 
 
 def close_spider(crawler: Crawler, reason: str) -> asyncio.Future[None]:

@@ -25,6 +25,7 @@ from crawler.connections.tasks import Tasks
 from crawler.frontier import requestfields
 from crawler.frontier.accounting import Accounting
 from crawler.frontier.buffer import RequestBuffer
+from crawler.frontier.closewatch import CloseWatch
 from crawler.frontier.completion import REDIS_ERROR, Completion, Heartbeats, Ledger, LocalState
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.leases import Lease, LeaseRegistry
@@ -66,6 +67,7 @@ class WorkerLifecycle:
         self._paused_by_control = False
         self._closer: asyncio.Future[None] | None = None
         self._frontier: Frontier | None = None
+        self.close_watch = CloseWatch(crawler)
 
     def start(self, frontier: Frontier, state: Heartbeats, *, ledger: Ledger | None,
               partitions: set[str], state_ttl: float, tasks: Tasks) -> None:
@@ -77,6 +79,7 @@ class WorkerLifecycle:
             interval=cfg.heartbeat_interval, local=self.local_state, close=self.close_finished,
             control=self.control, state_ttl=state_ttl, ledger=ledger)
         tasks.spawn(self.completion.run(), "heartbeats")
+        self.close_watch.start()  # a close that takes long: what it waits on, logged
 
     @property
     def frontier(self) -> Frontier:

@@ -25,6 +25,8 @@ from crawler.localstack import demo_site
 from crawler.localstack.secured import SecuredStack
 from crawler.localstack.stack import Stack
 
+CLOSE_WATCH = "[crawler.frontier.closewatch]"  # its lines: what a slow close waits on
+
 
 @dataclass
 class Worker:
@@ -109,9 +111,15 @@ def _abort_stuck(workers: list[Worker], timeout: float) -> str:
         except subprocess.TimeoutExpired:
             worker.process.kill()
             worker.process.wait()
-    tails = [f"--- worker {w.index} (pid {w.process.pid}) ---\n"
-             + Path(w.log.name).read_text(errors="replace")[-6000:] for w in stuck]
+    tails = [f"--- worker {w.index} (pid {w.process.pid}) ---\n{_last_words(w)}" for w in stuck]
     return f"{len(stuck)} worker(s) still running after {timeout:.0f} s:\n" + "\n".join(tails)
+
+
+def _last_words(worker: Worker) -> str:
+    """The end of *worker*'s log, after the last report of what its close waited on."""
+    text = Path(worker.log.name).read_text(errors="replace")
+    watched = [line for line in text.splitlines() if CLOSE_WATCH in line][-1:]
+    return "".join(f"{line}\n[...]\n" for line in watched) + text[-6000:]
 
 
 def worker_logs(workers: list[Worker]) -> str:

@@ -62,6 +62,21 @@ def test_a_failed_download_reaches_the_scraper_through_enqueue_scrape() -> None:
              f"logs its download errors on {scrapy_scraper.logger.name!r}")
 
 
+def test_a_closing_engine_shows_what_it_still_holds() -> None:
+    from scrapy.core.downloader import Downloader, Slot
+    from scrapy.core.scraper import Scraper
+    from scrapy.core.scraper import Slot as ScraperSlot
+
+    wanted = [(scrapy_engine._Slot, ["closing", "inprogress"]),
+              (Downloader, ["active", "slots"]), (Slot, ["queue", "active", "transferring"]),
+              (Scraper, ["slot"]), (ScraperSlot, ["active", "queue"])]
+    for cls, names in wanted:
+        source = inspect.getsource(cls.__init__)
+        for name in names:
+            _require(f"self.{name}" in source, f"no longer sets {cls.__name__}.{name} "
+                     "(read by _scrapy.engine_work, the close watch)")
+
+
 def test_the_slot_wakes_the_engine_through_nextcall_schedule() -> None:
     _require("nextcall" in _params(scrapy_engine._Slot.__init__),
              "no longer gives ExecutionEngine._slot a nextcall")
