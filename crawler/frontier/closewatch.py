@@ -2,11 +2,13 @@
 
 Scrapy's engine closes only once every request it took has left it; a request held forever
 (a middleware awaiting what never comes) holds the close forever, and the log shows
-nothing after "Closing spider". :class:`CloseWatch` looks every few seconds, in a task of
-its own that outlives the components' (the scheduler cancels those first when it closes):
-once the engine has been closing for ``after`` seconds, and then every ``after`` seconds,
-it logs the requests still in the engine, the downloader's and the scraper's queues, and
-where each pending asyncio task of the worker is suspended (the closing one's among them).
+nothing after "Closing spider"; so does a component's ``spider_closed`` handler that never
+returns. :class:`CloseWatch` looks every few seconds, in a task of its own that outlives the
+components' (the scheduler cancels those first when it closes), until the engine's close is
+over. Once the engine has been closing for ``after`` seconds, and then every ``after``
+seconds, it logs the requests still in the engine, the downloader's and the scraper's
+queues, and where each pending asyncio task of the worker is suspended (the closing one's
+and each ``spider_closed`` handler's among them).
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import logging
 import time
 from typing import Any, cast
 
+from scrapy import signals
 from scrapy.crawler import Crawler
 
 from crawler import _scrapy
 
 logger = logging.getLogger(__name__)
 SHOWN = 5  # requests named in a report
-TASKS = 12  # tasks named in a report
+TASKS = 20  # tasks named in a report
 FRAMES = 4  # the innermost frames shown of each task
 LOOK = 5.0  # seconds between looks
 
@@ -35,6 +38,7 @@ class CloseWatch:
         self._since: float | None = None
         self._reported = 0.0
         self._task: asyncio.Task[None] | None = None
+        crawler.signals.connect(self.stop, signals.engine_stopped)
 
     def start(self) -> None:
         """Look every :data:`LOOK` seconds until :meth:`stop`."""
@@ -48,9 +52,15 @@ class CloseWatch:
             task.cancel()
 
     async def _run(self) -> None:
+        """Look until the engine's close is over (its slot gone) or the engine stopped."""
+        closing_seen = False
         while True:
             await asyncio.sleep(LOOK)
             self.check()
+            if self._since is not None:
+                closing_seen = True
+            elif closing_seen:
+                return
 
     def check(self, now: float | None = None) -> str | None:
         """The report logged now, if one is due (None otherwise)."""

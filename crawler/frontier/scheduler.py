@@ -242,12 +242,6 @@ class KafkaScheduler(Records, BaseScheduler):
         return as_deferred(self._close(reason))
 
     async def _close(self, reason: str) -> None:
-        try:
-            await self._close_frontier(reason)
-        finally:
-            self.lifecycle.close_watch.stop()
-
-    async def _close_frontier(self, reason: str) -> None:
         self.lifecycle.closing = True
         await self._tasks.close()  # heartbeats and seed claims: cancelled, even mid-call
         if not hasattr(self, "consumer"):  # open failed before Kafka was reached

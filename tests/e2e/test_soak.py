@@ -1,8 +1,9 @@
 """The soak, short: 8,000 pages at the default settings by three workers, one of them killed
 with ``kill -9`` every 10 s (and 1,200 pages) and restarted (``benchmarks/soak.py``; the long
 run, 200,000 pages, is ``python -m benchmarks.soak``). Every page is stored once, the ledger
-balances, and every worker that lives long enough after its warm-up grows by less than 10% in
-RSS, its open file descriptors flat (its TCP connections bounded: ``benchmarks/soak_report.py``).
+balances, and every worker measured after its warm-up for at least as long again grows by less
+than 10% in RSS, its open file descriptors flat (its TCP connections bounded:
+``benchmarks/soak_report.py``).
 
 Only the run's length differs from the long one: fewer pages, kills and samples closer
 together, a 20 s warm-up (the first kill and its rebalance fall inside it). Kills stop once

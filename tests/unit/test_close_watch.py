@@ -85,3 +85,23 @@ def test_the_watch_looks_by_itself_until_stopped(monkeypatch, caplog) -> None:
         running, stopped = asyncio.run(watched())
     assert running >= 2 and "http://a.test/held" in caplog.records[0].getMessage()
     assert stopped == 0
+
+
+def test_the_watch_ends_by_itself_once_the_close_is_over(monkeypatch) -> None:
+    monkeypatch.setattr(closewatch, "LOOK", 0.01)
+    crawler, slot = _closing_engine([])
+    watch = CloseWatch(crawler, after=30)
+
+    async def watched() -> tuple[bool, bool]:
+        watch.start()
+        task = watch._task
+        assert task is not None
+        await asyncio.sleep(0.05)
+        running_before = not task.done()  # not closing yet: it keeps looking
+        slot.closing = Deferred()
+        await asyncio.sleep(0.05)
+        crawler.engine._slot = None  # the engine's close is over
+        await asyncio.sleep(0.05)
+        return running_before, task.done() and not task.cancelled()
+
+    assert asyncio.run(watched()) == (True, True)

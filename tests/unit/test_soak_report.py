@@ -16,7 +16,7 @@ def _samples(rss: list[int], fds: list[int] | None = None, stored: int = 5) -> l
 
 
 def test_growth_compares_the_peaks_of_the_first_and_last_fifths_after_warm_up() -> None:
-    rss = [50] * 10 + [100, 120, 100, 100, 100, 100, 100, 100, 130, 100]
+    rss = [50] * 10 + [100, 120] + [100] * 16 + [130, 100]
     g = growth(LIFE, _samples(rss), warmup=10, crawl_end=100)
     assert g.judged and (g.rss_first_kib, g.rss_last_kib) == (120, 130)
     assert abs(g.rss_growth - 130 / 120 + 1) < 1e-9
@@ -33,6 +33,14 @@ def test_a_life_too_short_after_warm_up_is_not_judged() -> None:
     g = growth(LIFE, _samples([100] * 12), warmup=5, crawl_end=100)
     assert not g.judged and failures([g], 0.1, 4, 32, 32) == []
     assert "too short" in table([g])[-1]
+
+
+def test_a_life_measured_for_less_than_its_warm_up_is_not_judged() -> None:
+    rss = [100] * 30 + [120] * 7  # 17 samples over 16 s after a 20 s warm-up: +20%
+    g = growth(LIFE, _samples(rss), warmup=20, crawl_end=100)
+    assert not g.judged and failures([g], 0.1, 4, 32, 32) == []
+    longer = growth(LIFE, _samples(rss + [120] * 4), warmup=20, crawl_end=100)  # over 20 s
+    assert longer.judged and failures([longer], 0.1, 4, 32, 32) != []
 
 
 def test_other_lives_samples_do_not_count() -> None:
