@@ -23,6 +23,11 @@ L = TypeVar("L")
 class RequestBuffer(Generic[L]):
     """Highest priority first, then first in first out; delayed ones when due.
 
+    A request that waited (delayed until its time, or blocked until its host had a free
+    share) goes ahead of the ready ones of its priority once it may go: its host's slot
+    is now, and the others' hosts are not waiting for them. Behind the ready ones, a host
+    with a 0.5 s Crawl-delay got its turn about once a second in a broad crawl.
+
     With *band_of* (a priority's band, :meth:`crawler.frontier.config.FrontierConfig.band_of`)
     and *min_share*, every ``1 / min_share``-th request comes from a band below the highest
     that has ready requests (the lower bands in turn), so no band starves.
@@ -32,6 +37,7 @@ class RequestBuffer(Generic[L]):
                  band_of: Callable[[int], int] | None = None, min_share: float = 0.0) -> None:
         self._clock = clock
         self._seq = itertools.count()
+        self._waited_seq = itertools.count(-(1 << 62))  # before every ready one: see above
         self._band_of = band_of or (lambda _priority: 0)
         self._every = round(1 / min_share) if min_share > 0 else 0
         self._since_lower = 0
@@ -89,7 +95,8 @@ class RequestBuffer(Generic[L]):
         waiting = self._blocked.get(host)
         moved = 0
         while waiting and moved < count:
-            self._make_ready(heapq.heappop(waiting))
+            priority, _seq, request, lease = heapq.heappop(waiting)
+            self._make_ready((priority, next(self._waited_seq), request, lease))
             moved += 1
         if not waiting:
             self._blocked.pop(host, None)
@@ -111,11 +118,23 @@ class RequestBuffer(Generic[L]):
                 counts[host] = counts.get(host, 0) + 1
         return counts
 
+    def hurry(self, wants: Callable[[Request], bool], due: float) -> bool:
+        """Bring the first delayed request that *wants* forward to *due*, if it waits longer;
+        whether one was."""
+        found = min((entry for entry in self._delayed if entry[0] > due and wants(entry[2])),
+                    default=None, key=lambda entry: entry[:2])
+        if found is None:
+            return False
+        self._delayed.remove(found)
+        self._delayed.append((due, *found[1:]))
+        heapq.heapify(self._delayed)
+        return True
+
     def _promote(self) -> None:
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
-            _, seq, request, lease = heapq.heappop(self._delayed)
-            self._make_ready((-request.priority, seq, request, lease))
+            _, _seq, request, lease = heapq.heappop(self._delayed)
+            self._make_ready((-request.priority, next(self._waited_seq), request, lease))
 
     def next_due(self) -> float | None:
         """Seconds until the earliest request not due yet is due (None: none waits);

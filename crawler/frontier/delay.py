@@ -21,6 +21,12 @@ from scrapy.utils.misc import load_object
 
 #: meta key: the request must not be downloaded before this time (``time.time()``)
 NOT_BEFORE_KEY = "crawler_not_before"
+#: meta key: the politeness unit whose turn the delayed request waits for (the rate limiter's)
+WAITS_FOR_KEY = "crawler_waits_for"
+#: signal (``unit``, ``delay``): *unit*'s next turn is *delay* seconds from now; a scheduler
+#: with a buffer brings its first request waiting for that unit (:data:`WAITS_FOR_KEY`)
+#: forward to then, instead of its next poll
+UNIT_FREED = object()
 
 
 def scheduler_delays(crawler: Crawler) -> bool:

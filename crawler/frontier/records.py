@@ -21,6 +21,7 @@ from scrapy.statscollectors import StatsCollector
 from crawler.dedup.due import RECRAWL_META
 from crawler.frontier import codec
 from crawler.frontier.consumer import Record
+from crawler.frontier.delay import WAITS_FOR_KEY
 from crawler.frontier.leases import AckBarrier, Lease, LeaseRegistry
 from crawler.ledger import outcomes
 
@@ -135,3 +136,10 @@ class Records:
         if not_before is not None and not_before > time.time():
             # wake the engine when this request is due, not when something else happens
             self._wakeup.at(not_before)
+
+    def _unit_freed(self, unit: str, delay: float) -> None:
+        """*unit*'s next turn is in *delay* s (:data:`~crawler.frontier.delay.UNIT_FREED`):
+        its first waiting request goes then, not at its next poll."""
+        due = time.time() + max(delay, 0.0)
+        if self.buffer.hurry(lambda request: request.meta.get(WAITS_FOR_KEY) == unit, due):
+            self._wakeup.at(due)

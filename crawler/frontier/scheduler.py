@@ -49,7 +49,7 @@ from crawler.frontier.clients import KafkaTransport
 from crawler.frontier.completion import REDIS_ERROR, Heartbeats, Ledger, RedisLedger
 from crawler.frontier.config import FrontierConfig
 from crawler.frontier.crawlstate import CrawlState
-from crawler.frontier.delay import Wakeup, not_before
+from crawler.frontier.delay import UNIT_FREED, Wakeup, not_before
 from crawler.frontier.hostwait import HostWaits
 from crawler.frontier.leases import Lease, LeaseRegistry
 from crawler.frontier.lifecycle import WorkerLifecycle
@@ -208,6 +208,7 @@ class KafkaScheduler(Records, BaseScheduler):
         self._wakeup = Wakeup(self.transport.call_later, self._engine.wake, self.buffer.next_due)
         self.crawler.signals.connect(self._response_received, signals.response_received)
         self.crawler.signals.connect(self._spider_idle, signals.spider_idle)
+        self.crawler.signals.connect(self._unit_freed, UNIT_FREED)
         self.sender.start()
         self.consumer.start()
         heartbeats: Heartbeats = state

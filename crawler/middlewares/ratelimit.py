@@ -32,8 +32,15 @@ from crawler.connections import shared
 from crawler.connections.retry import RedisRetry, RetryStopped, retry
 from crawler.connections.tasks import Tasks
 from crawler.frontier.completion import REDIS_ERROR
-from crawler.frontier.delay import NOT_BEFORE_KEY, delayed, scheduler_delays, sleep
+from crawler.frontier.delay import (
+    NOT_BEFORE_KEY,
+    WAITS_FOR_KEY,
+    delayed,
+    scheduler_delays,
+    sleep,
+)
 from crawler.middlewares.ratelimit_adapt import META_KEY, AdaptiveResponses
+from crawler.middlewares.robots import ROBOTS_FETCH
 from crawler.politeness.adapted import AdaptedHosts
 from crawler.politeness.crawldelay import crawl_delays
 from crawler.politeness.hostlimit import HostLimitConfig
@@ -55,6 +62,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _ON_TIME = 0.001  # seconds of wait not worth waiting for
+HOLD_MARGIN = 5.0  # seconds a gap's token holds its host past the request's download timeout
 _STALE = 300.0  # a reserved slot this far in the past is not honoured (a re-queued copy)
 _ERRORS = (RedisError, OSError, asyncio.TimeoutError)
 
@@ -91,6 +99,7 @@ class RateLimitMiddleware(AdaptiveResponses):
         self.unit = politeness_unit(crawler.settings)
         self.latency = LatencyDelays.from_settings(crawler.settings)  # HOSTLIMIT_DELAY_FACTOR
         self.adapted: AdaptedHosts | None = None  # rate-less hosts that answered 429/503
+        self.download_timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -102,6 +111,8 @@ class RateLimitMiddleware(AdaptiveResponses):
                          host_delay=hosts.delay if hosts.enabled else 0.0)
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(middleware.left_downloader,
+                                signal=signals.request_left_downloader)
         return middleware
 
     async def spider_opened(self) -> None:
@@ -146,13 +157,30 @@ class RateLimitMiddleware(AdaptiveResponses):
         if limit is None:  # no rate for this host: nothing to reserve
             return None
         await self._opened.wait()
-        if await self._redeem(request, host):
+        if await self._holding(request, host) or await self._redeem(request, host):
             return None
         # a delay's gap (Crawl-delay, DOWNLOAD_DELAY) is kept at the origin: its token is taken
         # when the request goes out, never reserved ahead (a reserved slot's request came back
         # from the buffer up to 21 ms late, and the next one, on time, came 0.979 s after it)
         max_wait = _ON_TIME if gap > 0 else self.cfg.max_wait
         return await self._acquire(request, host, limit, max_wait, gap)
+
+    async def _holding(self, request: Request, host: str) -> bool:
+        """Whether *request* holds *host* already: its token's request came back before it
+        reached the downloader (a later middleware sent it back to wait), so it goes on the
+        token it has. One that holds another host lets that one go first."""
+        ticket = request.meta.get(META_KEY)
+        if not isinstance(ticket, dict):
+            return False
+        holder = ticket.get("holder")
+        if not isinstance(holder, float) or ticket.get("ended"):
+            return False
+        if time.time() - holder > self._hold(request):  # a copy from before a re-queue
+            return False
+        if ticket.get("host") == host:
+            return True
+        await self._ended(ticket)
+        return False
 
     async def _redeem(self, request: Request, host: str) -> bool:
         """Whether *request* is a delayed copy back at the slot it reserved (waits if early)."""
@@ -171,9 +199,11 @@ class RateLimitMiddleware(AdaptiveResponses):
 
     async def _acquire(self, request: Request, host: str, limit: Limit,
                        max_wait: float, gap: float) -> Request | None:
+        hold = self._hold(request) if gap > 0 else 0.0
         while True:
             try:
-                grant = await retry(lambda: self._reserve(host, limit, max_wait), errors=_ERRORS,
+                grant = await retry(lambda: self._reserve(host, limit, max_wait, hold),
+                                    errors=_ERRORS,
                                     on_retry=self._reserve_failed, stop=self._refused,
                                     sleep=sleep)
             except RetryStopped:  # closing: the request waits in the buffer, unacknowledged
@@ -185,15 +215,29 @@ class RateLimitMiddleware(AdaptiveResponses):
             request.meta[META_KEY] = {"host": host, "taken": grant.now, "reserved": False,
                                       "lowered": grant.rate < grant.configured, "gap": gap}
             if grant.reserved:
+                if hold:  # its slot, which holds the host until this request ends
+                    request.meta[META_KEY]["holder"] = grant.now + grant.wait
                 return await self._wait(request, grant.wait)
             self.stats.inc_value("ratelimit/deferred")  # past RATELIMIT_MAX_WAIT
-            if self.delays:
-                return delayed(request, grant.wait - max_wait, dont_filter=True)
-            await sleep(grant.wait - max_wait)
+            # a held host's next slot is unknown until its request ends: ask again a gap on
+            # (sooner if it ends in this worker: its first waiting request is told)
+            wait = min(grant.wait - max_wait, 1 / grant.rate) if hold else grant.wait - max_wait
+            if self.delays and not request.meta.get(ROBOTS_FETCH):  # engine.download: sleep
+                copy = delayed(request, wait, dont_filter=True)
+                copy.meta[WAITS_FOR_KEY] = host
+                return copy
+            await sleep(wait)
 
-    async def _reserve(self, host: str, limit: Limit, max_wait: float) -> Grant:
+    async def _reserve(self, host: str, limit: Limit, max_wait: float, hold: float) -> Grant:
         assert self.limiter is not None
-        return await self.limiter.reserve(host, limit, max_wait)
+        return await self.limiter.reserve(host, limit, max_wait, hold)
+
+    def _hold(self, request: Request) -> float:
+        """Seconds a gap's token holds its host at most: the request's download timeout and
+        a margin (a worker killed mid-request frees the host then)."""
+        timeout = request.meta.get("download_timeout")
+        timeout = timeout if isinstance(timeout, (int, float)) else self.download_timeout
+        return max(float(timeout), self.download_timeout) + HOLD_MARGIN
 
     def _reserve_failed(self, exc: Exception, _attempt: int, _delay: float) -> float:
         """Count a failed reservation; the request goes back to the buffer unless it sleeps."""

@@ -15,6 +15,8 @@ from scrapy import Request
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.connections.retry import RedisRetry
+from crawler.connections.tasks import Tasks
+from crawler.frontier.delay import UNIT_FREED
 from crawler.politeness.adapted import AdaptedHosts
 from crawler.politeness.latency import LatencyDelays
 from crawler.politeness.ratelimiter import Limiter, RateLimitConfig, normal_host
@@ -22,11 +24,13 @@ from crawler.politeness.tokenbucket import Limit
 from crawler.politeness.unit import Unit
 
 if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
     from scrapy.http import Response
 
 logger = logging.getLogger(__name__)
 _ERRORS = (RedisError, OSError, asyncio.TimeoutError)
-#: request meta: ``{"host", "taken", "lowered", "reserved", "due", "gap"}`` (JSON-safe)
+#: request meta: ``{"host", "taken", "lowered", "reserved", "due", "gap", "holder", "ended"}``
+#: (JSON-safe); "holder": the slot of a gap's token, which holds the host until it ends
 META_KEY = "ratelimit"
 
 
@@ -42,6 +46,8 @@ class AdaptiveResponses:
     unit: Unit
     host_delay: float
 
+    crawler: Crawler
+    _tasks: Tasks
     _refused: Callable[[], bool]  # whether Redis refused for good (closes the worker once)
     _limit: Callable[[str, float], Limit | None]  # a host's limit for its gap
 
@@ -70,24 +76,47 @@ class AdaptiveResponses:
     async def process_exception(self, request: Request, exception: Exception) -> None:
         await self._ended(request.meta.get(META_KEY))
 
+    def left_downloader(self, request: Request) -> None:
+        """Scrapy's ``request_left_downloader``: the answer (or the failure) came, before
+        any middleware's ``process_response``; a redirect's copy no longer holds its host."""
+        ending = self._release(request.meta.get(META_KEY))
+        if ending is not None:
+            self._tasks.spawn(self._send_end(*ending), "end a request's turn")
+
     async def _ended(self, ticket: object) -> None:
-        """A request of a host with a gap ended: its next one goes a whole gap after this
-        answer, not after this token (at the origin, tokens 0.535 s apart arrived as close as
-        0.30 s: the time from a token to the origin varies by up to 0.7 s under load)."""
-        if not isinstance(ticket, dict) or self.limiter is None or ticket.get("reserved"):
-            return
-        host, gap = ticket.get("host"), ticket.get("gap")
+        ending = self._release(ticket)
+        if ending is not None:
+            await self._send_end(*ending)
+
+    def _release(self, ticket: object) -> tuple[str, Limit, float | None] | None:
+        """A request of a host with a gap ended (once: its *ticket* says so from now on): the
+        host, its limit and the request's slot if it held the host."""
+        if not isinstance(ticket, dict) or self.limiter is None or ticket.get("reserved") \
+                or ticket.get("ended"):
+            return None
+        host, gap, holder = ticket.get("host"), ticket.get("gap"), ticket.get("holder")
         if not isinstance(host, str) or not isinstance(gap, (int, float)) or gap <= 0:
-            return
+            return None
         limit = self._limit(host, gap)
         if limit is None:
-            return
+            return None
+        ticket["ended"] = True  # in place: the copies a retry or a redirect made share it
+        return host, limit, holder if isinstance(holder, float) else None
+
+    async def _send_end(self, host: str, limit: Limit, holder: float | None) -> None:
+        """The host's next request goes a whole gap after this answer, not after this token
+        (at the origin, tokens 0.535 s apart arrived as close as 0.30 s: the time from a token
+        to the origin varies by up to 0.7 s under load); the first of its requests waiting
+        in this worker's buffer goes then."""
+        assert self.limiter is not None
         try:
-            await self.limiter.ended(host, limit)
+            delay = await self.limiter.ended(host, limit, holder)
         except _ERRORS as exc:  # the next request keeps the token's spacing only
             self.stats.inc_value("ratelimit/redis_errors")
             self.feedback.failed(exc)
             self._refused()
+            return
+        self.crawler.signals.send_catch_log(UNIT_FREED, unit=host, delay=delay)
 
     async def _adopt(self, host: str, status: int) -> None:
         """*host*, with no rate, answered *status*: it gets one, lowered at once."""

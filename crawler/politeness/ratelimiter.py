@@ -173,11 +173,11 @@ class Grant(NamedTuple):
 
 
 class Limiter(Protocol):
-    async def reserve(self, host: str, limit: Limit, max_wait: float | None = None
-                      ) -> Grant: ...
+    async def reserve(self, host: str, limit: Limit, max_wait: float | None = None,
+                      hold: float = 0.0) -> Grant: ...
     async def decrease(self, host: str, limit: Limit, taken_at: float) -> tuple[bool, float]: ...
     async def recover(self, host: str, limit: Limit) -> tuple[bool, float]: ...
-    async def ended(self, host: str, limit: Limit) -> None: ...
+    async def ended(self, host: str, limit: Limit, holder: float | None = None) -> float: ...
     async def close(self) -> None: ...
 
 
@@ -203,11 +203,13 @@ class RedisLimiter:
         args = ["", host, repr(limit.rate), repr(limit.burst), repr(self.cfg.state_ttl), *extra]
         return await script(keys=[self.key(host), self.overrides_key], args=args)
 
-    async def reserve(self, host: str, limit: Limit, max_wait: float | None = None) -> Grant:
-        """A token, or the next slot if at most *max_wait* (``RATELIMIT_MAX_WAIT``) away."""
+    async def reserve(self, host: str, limit: Limit, max_wait: float | None = None,
+                      hold: float = 0.0) -> Grant:
+        """A token, or the next slot if at most *max_wait* (``RATELIMIT_MAX_WAIT``) away; with
+        *hold*, the token holds the host until :meth:`ended` (or *hold* seconds)."""
         wait_max = self.cfg.max_wait if max_wait is None else max_wait
         ok, wait, rate, configured, now, bad = await self._run(
-            self._reserve, host, limit, repr(wait_max))
+            self._reserve, host, limit, repr(wait_max), repr(hold))
         return Grant(bool(ok), float(wait), float(rate), float(configured), float(now),
                      bool(bad))
 
@@ -225,9 +227,11 @@ class RedisLimiter:
                                         repr(rule.step))
         return bool(changed), float(rate)
 
-    async def ended(self, host: str, limit: Limit) -> None:
-        """A request of *host*, whose limit is a gap's, ended: its next one goes a gap later."""
-        await self._run(self._ended, host, limit)
+    async def ended(self, host: str, limit: Limit, holder: float | None = None) -> float:
+        """A request of *host*, whose limit is a gap's, ended: its next one goes a gap later
+        (its hold, if *holder* is its slot, is over). The seconds to the host's next slot."""
+        return float(await self._run(self._ended, host, limit,
+                                     "" if holder is None else repr(holder)))
 
     async def close(self) -> None:
         if self._release is None:
@@ -243,11 +247,12 @@ class LocalLimiter:
         self.cfg = cfg
         self.buckets = LocalBuckets()
 
-    async def reserve(self, host: str, limit: Limit, max_wait: float | None = None) -> Grant:
+    async def reserve(self, host: str, limit: Limit, max_wait: float | None = None,
+                      hold: float = 0.0) -> Grant:
         now = time.time()
         rate = self.buckets.rate(host, limit.rate)
         grant = self.buckets.reserve(host, limit, now,
-                                     self.cfg.max_wait if max_wait is None else max_wait)
+                                     self.cfg.max_wait if max_wait is None else max_wait, hold)
         return Grant(grant.reserved, grant.wait, rate, limit.rate, now)
 
     async def decrease(self, host: str, limit: Limit, taken_at: float) -> tuple[bool, float]:
@@ -261,8 +266,8 @@ class LocalLimiter:
         rate, changed = self.buckets.recover(host, limit.rate, self.cfg.adaptive)
         return changed, rate
 
-    async def ended(self, host: str, limit: Limit) -> None:
-        self.buckets.ended(host, time.time())
+    async def ended(self, host: str, limit: Limit, holder: float | None = None) -> float:
+        return self.buckets.ended(host, time.time(), limit.rate, holder)
 
     async def close(self) -> None:
         return None

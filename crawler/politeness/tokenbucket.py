@@ -152,23 +152,36 @@ class LocalBuckets:
     def __init__(self, *, max_hosts: int = 10_000) -> None:
         self.buckets: dict[str, Bucket] = {}
         self.health: dict[str, Health] = {}
+        self.holders: dict[str, float] = {}  # host -> the slot of the request holding it
         self._full_at: dict[str, float] = {}
         self._prune_above = max_hosts
 
-    def reserve(self, host: str, limit: Limit, now: float, max_wait: float) -> Reservation:
+    def reserve(self, host: str, limit: Limit, now: float, max_wait: float,
+                hold: float = 0.0) -> Reservation:
+        """As :func:`reserve`; a granted token with *hold* > 0 holds *host* until
+        :meth:`ended` (or *hold* seconds): nothing is granted meanwhile."""
         rate = self.rate(host, limit.rate)
         grant, bucket = reserve(self.buckets.get(host), Limit(rate, limit.burst), now, max_wait)
         if bucket is not None:
+            if hold > 0 and grant.reserved:
+                self.holders[host] = bucket.at
+                bucket = Bucket(bucket.tokens, bucket.at + hold)
             self.buckets[host] = bucket
             self._full_at[host] = now + time_to_full(bucket, rate, limit.burst, now)
             if len(self.buckets) > self._prune_above:
                 self._forget(now)
         return grant
 
-    def ended(self, host: str, now: float) -> None:
-        """A request of *host* (a gap's) ended: its bucket is empty from *now*."""
+    def ended(self, host: str, now: float, rate: float, holder: float | None = None) -> float:
+        """A request of *host* (a gap's) ended: its bucket is empty from *now*, and its hold
+        (if *holder*, its slot, holds the host) is over. The seconds to the next slot."""
         bucket = self.buckets.get(host)
-        self.buckets[host] = Bucket(0.0, now if bucket is None else max(now, bucket.at))
+        mine = holder is not None and abs(self.holders.get(host, math.nan) - holder) < 1e-6
+        at = now if bucket is None or mine else max(now, bucket.at)
+        if mine:
+            del self.holders[host]
+        self.buckets[host] = Bucket(0.0, at)
+        return at - now + 1 / self.rate(host, rate)
 
     def rate(self, host: str, configured: float) -> float:
         return effective_rate(self.health.get(host, Health()), configured)
@@ -190,6 +203,7 @@ class LocalBuckets:
             if full_at <= now and self.health.get(host, Health()).rate is None:
                 del self._full_at[host], self.buckets[host]
                 self.health.pop(host, None)
+                self.holders.pop(host, None)
         self._prune_above = max(self._prune_above, 2 * len(self.buckets))
 
 
@@ -211,8 +225,9 @@ def _script(name: str) -> str:
 
 LUA_COMMON = _script("common.lua")
 
-#: ARGV[6] max wait. Returns {reserved 0/1, wait, effective rate, configured rate,
-#: now, bad override 0/1}.
+#: ARGV[6] max wait, ARGV[7] seconds a granted token holds the host (0: none; a gap's
+#: request holds it until :data:`LUA_ENDED`). Returns {reserved 0/1, wait, effective rate,
+#: configured rate, now, bad override 0/1}.
 LUA_RESERVE = LUA_COMMON + _script("reserve.lua")
 
 #: ARGV[6] factor, ARGV[7] min rate, ARGV[8] when the request's token was taken (Redis
@@ -223,5 +238,7 @@ LUA_DECREASE = LUA_COMMON + _script("decrease.lua")
 #: Returns {recovered 0/1, effective rate}.
 LUA_RECOVER = LUA_COMMON + _script("recover.lua")
 
-#: no more ARGV. Returns 1: the bucket is empty from now (or its latest reserved slot).
+#: ARGV[6] the ended request's slot if it held the host ("" if not). Returns the seconds to
+#: the host's next slot: the bucket is empty from now (or from its latest reserved slot, or
+#: another request's hold).
 LUA_ENDED = LUA_COMMON + _script("ended.lua")

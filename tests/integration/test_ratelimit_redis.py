@@ -27,10 +27,17 @@ from support.ratelimit import CLOCK as _CLOCK
 from support.ratelimit import HOST, cleanup, opened, run
 
 from crawler.connections.clients import redis_client
-from crawler.frontier.delay import NOT_BEFORE_KEY
+from crawler.frontier.delay import NOT_BEFORE_KEY, UNIT_FREED, WAITS_FOR_KEY
 from crawler.middlewares.ratelimit import META_KEY
 from crawler.politeness.ratelimiter import LocalLimiter, RateLimitConfig, RedisLimiter
-from crawler.politeness.tokenbucket import LUA_RESERVE, Bucket, Limit, reserve
+from crawler.politeness.tokenbucket import (
+    LUA_ENDED,
+    LUA_RESERVE,
+    Bucket,
+    Limit,
+    LocalBuckets,
+    reserve,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 KAFKA = "crawler.frontier.scheduler.KafkaScheduler"
@@ -102,6 +109,41 @@ def test_a_gap_restarts_when_its_request_ends(redis_url: str, crawl_id: str) -> 
                 await each.ended(HOST, limit)
                 second = await each.reserve(HOST, limit, 0.001)  # not at 0.5 s: at 0.8 s
                 assert not second.reserved and second.wait == pytest.approx(0.5, abs=0.05)
+
+    run(scenario)
+
+
+def test_a_held_host_in_redis_is_the_held_host_in_memory(redis_url: str, crawl_id: str) -> None:
+    """A gap's token holds its host until its request ends (or the hold runs out): the Lua
+    scripts give what LocalBuckets gives, step by step, on the same clock."""
+    keys = [f"{{{crawl_id}}}:ratelimit:{HOST}", f"{{{crawl_id}}}:ratelimit:overrides"]
+    limit, hold = Limit(2.0, 1.0), 35.0  # a 0.5 s gap
+    steps = [("reserve", 0.0, None), ("reserve", 2.0, None), ("ended", 2.5, 1.0),
+             ("ended", 3.0, 0.0), ("reserve", 3.4, None), ("reserve", 3.5, None),
+             ("reserve", 38.9, None), ("reserve", 39.0, None)]
+
+    async def scenario() -> None:
+        client = redis_client(redis_url)
+        reserve_lua, ended_lua = client.register_script(LUA_RESERVE), client.register_script(
+            LUA_ENDED)
+        local = LocalBuckets()
+        common = [HOST, repr(limit.rate), repr(limit.burst), "60"]
+        try:
+            for what, now, holder in steps:
+                clock = repr(1000.0 + now)
+                if what == "reserve":
+                    got = await reserve_lua(keys=keys, args=[clock, *common, "0.001", repr(hold)])
+                    want = local.reserve(HOST, limit, 1000.0 + now, 0.001, hold)
+                    assert (bool(got[0]), float(got[1])) == pytest.approx(
+                        (want.reserved, want.wait)), (what, now)
+                else:
+                    mark = repr(1000.0 + holder)
+                    got = await ended_lua(keys=keys, args=[clock, *common, mark])
+                    want_next = local.ended(HOST, 1000.0 + now, limit.rate, 1000.0 + holder)
+                    assert float(got) == pytest.approx(want_next), (what, now)
+        finally:
+            await cleanup(client, crawl_id)
+            await client.aclose()
 
     run(scenario)
 
@@ -258,6 +300,43 @@ def test_middleware_returns_a_delayed_copy_under_the_kafka_scheduler(
             assert (stats["ratelimit/granted"], stats["ratelimit/waits"]) == (4, 2)
             assert stats["ratelimit/redeemed"] == 1
             assert 3.0 - 2 * spent <= stats["ratelimit/wait_seconds"] <= 3.0 + _CLOCK
+
+    run(scenario)
+
+
+def test_a_gap_token_holds_its_host_until_its_request_left_the_downloader(
+    redis_url: str, crawl_id: str
+) -> None:
+    """A host with a gap (here DOWNLOAD_DELAY 0.5 s): while its request is on its way, a
+    gap's time later is not enough for the next one, which waits for that request's end
+    (the origin saw two requests 0.045 s apart when the first was late); the end tells the
+    buffer when the next one may go, once."""
+    settings = {"REDIS_URL": redis_url, "CRAWL_ID": crawl_id, "SCHEDULER": KAFKA,
+                "RATELIMIT_ENABLED": True, "HOSTLIMIT_ENABLED": True, "DOWNLOAD_DELAY": 0.5}
+    freed: list[tuple[str, float]] = []
+
+    async def scenario() -> None:
+        async with opened(settings) as mw:
+            mw.crawler.signals.connect(lambda unit, delay: freed.append((unit, delay)),
+                                       UNIT_FREED, weak=False)
+            first = Request(f"https://{HOST}/1")
+            assert await mw.process_request(first) is None
+            holder = first.meta[META_KEY].get("holder")
+            await asyncio.sleep(0.6)  # past the gap, but the first has not left yet
+            copy = await mw.process_request(Request(f"https://{HOST}/2"))
+            assert isinstance(copy, Request) and copy.meta[WAITS_FOR_KEY] == HOST
+            assert holder is not None  # the first one's slot
+            gap = 0.5 * 1.03 + 0.02  # GAP_MARGIN, GAP_SLACK: the limiter's 0.535 s
+            assert copy.meta[NOT_BEFORE_KEY] <= time.time() + gap + _CLOCK  # it asks again
+            mw.left_downloader(first)  # its answer came
+            mw.left_downloader(first)  # heard twice (process_response too): ends once
+            await _until(lambda: bool(freed), "the host's next turn")
+            assert freed == [(HOST, pytest.approx(gap, abs=0.05))]
+            assert isinstance(await mw.process_request(Request(f"https://{HOST}/3")), Request)
+            await asyncio.sleep(freed[0][1])
+            assert await mw.process_request(Request(f"https://{HOST}/3")) is None
+            await asyncio.sleep(0.1)
+            assert len(freed) == 1
 
     run(scenario)
 

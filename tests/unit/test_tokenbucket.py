@@ -216,3 +216,20 @@ def test_local_buckets_forget_idle_hosts_but_not_lowered_ones() -> None:
     buckets.reserve("late.example", limit, 100.0, 60.0)
     assert set(buckets.buckets) == {"slow.example", "late.example"}
     assert buckets.rate("slow.example", 1.0) == 0.5
+
+
+def test_a_held_host_grants_nothing_until_its_request_ends() -> None:
+    """A gap's token holds its host: the next token is a gap after that request ended,
+    however late it was sent; only the holder's end lets go, or the hold's own end."""
+    buckets = LocalBuckets()
+    limit = Limit(rate=2.0, burst=1.0)  # a 0.5 s gap
+    first = buckets.reserve("h", limit, 0.0, 0.001, hold=35.0)
+    assert first.reserved and first.wait == 0.0
+    later = buckets.reserve("h", limit, 2.0, 0.001, hold=35.0)  # the first still in flight
+    assert not later.reserved and later.wait == pytest.approx(33.5)
+    assert buckets.ended("h", 2.5, 2.0, holder=1.0) == pytest.approx(33.0)  # not its holder
+    assert buckets.ended("h", 3.0, 2.0, holder=0.0) == pytest.approx(0.5)  # ended at 3 s
+    assert not buckets.reserve("h", limit, 3.4, 0.001, hold=35.0).reserved
+    assert buckets.reserve("h", limit, 3.5, 0.001, hold=35.0).reserved
+    assert not buckets.reserve("h", limit, 38.9, 0.001, hold=35.0).reserved  # never ended:
+    assert buckets.reserve("h", limit, 39.0, 0.001, hold=35.0).reserved  # free after the hold

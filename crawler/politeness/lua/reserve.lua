@@ -12,6 +12,13 @@ local wait = slot - now
 if wait > tonumber(ARGV[6]) then
   return {0, num(wait), num(eff), num(rate), num(now), bad}
 end
-redis.call('HSET', KEYS[1], 'tokens', num(left), 'at', num(slot))
-keep(now, slot, left, eff, burst)
+-- a gap's request holds its host until it ends (ended.lua) or ARGV[7] seconds pass
+local hold = tonumber(ARGV[7]) or 0
+if hold > 0 then
+  redis.call('HSET', KEYS[1], 'tokens', num(left), 'at', num(slot + hold), 'holder', num(slot))
+  keep(now, slot + hold, left, eff, burst)
+else
+  redis.call('HSET', KEYS[1], 'tokens', num(left), 'at', num(slot))
+  keep(now, slot, left, eff, burst)
+end
 return {1, num(wait), num(eff), num(rate), num(now), bad}
