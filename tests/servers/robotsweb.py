@@ -108,11 +108,11 @@ class _Host(ThreadingHTTPServer):
 
 
 class RobotsWeb:
-    """The hosts of *specs*, the n-th on ``127.0.1.<n+1>``; ``close()`` when done."""
+    """The hosts of *specs*, the n-th on ``<network>.<n+1>``; ``close()`` when done."""
 
-    def __init__(self, specs: list[HostSpec]) -> None:
+    def __init__(self, specs: list[HostSpec], network: str = "127.0.1") -> None:
         self.log: list[Hit] = []  # list.append is atomic: handler threads need no lock
-        self.hosts = [_Host(f"127.0.1.{n + 1}", spec, self) for n, spec in enumerate(specs)]
+        self.hosts = [_Host(f"{network}.{n + 1}", spec, self) for n, spec in enumerate(specs)]
         self._threads = [threading.Thread(target=h.serve_forever, daemon=True)
                          for h in self.hosts]
         for thread in self._threads:
