@@ -4,8 +4,8 @@ A bare ``asyncio.ensure_future`` may be collected while it runs, and an exceptio
 retrieves surfaces at exit as asyncio's "Task exception was never retrieved". A
 :class:`Tasks` keeps each task it spawns until it ends, logs an unexpected exception once
 with the owner's and the task's name, and :meth:`Tasks.close` cancels and awaits them all.
-:func:`every` is the periodic loop such a task runs; :func:`in_thread` runs a blocking
-call a caller may give up on.
+:func:`every` is the periodic loop such a task runs, :func:`wait_event` the wait for an event
+or a timeout it may use; :func:`in_thread` runs a blocking call a caller may give up on.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+RECANCEL = 1.0  # seconds before a task that outlived its cancellation is cancelled again
 
 
 class Tasks:
@@ -51,11 +52,29 @@ class Tasks:
         return iter(list(self._tasks))
 
     async def close(self) -> None:
-        """Cancel every task still running and wait until they have all ended."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        """Cancel every task still running and wait until they have all ended; one still
+        running :data:`RECANCEL` s later is cancelled again (it swallowed its cancellation:
+        Python 3.11's ``asyncio.wait_for`` returns instead of raising when what it waits for
+        completes as it is cancelled, and a loop around it went on: a worker's close hung
+        for ever on the per-host limits' task, woken by a rebalance as it closed)."""
+        pending = set(self._tasks)
+        while pending:
+            for task in pending:
+                task.cancel()
+            _done, pending = await asyncio.wait(pending, timeout=RECANCEL)
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Whether *event* was set within *timeout* seconds. Unlike ``asyncio.wait_for`` on
+    Python 3.11, a cancellation that comes as the event is set is never swallowed."""
+    if event.is_set():
+        return True
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        done, _pending = await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
+    return bool(done)
 
 
 async def every(interval: float, call: Callable[[], Awaitable[object]], *,

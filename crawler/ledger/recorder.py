@@ -29,6 +29,7 @@ import redis.asyncio as aioredis
 
 from crawler.config.keys import CrawlKeys
 from crawler.connections.retry import RedisRetry, retry
+from crawler.connections.tasks import wait_event
 from crawler.frontier.leases import AckBarrier, Partition
 from crawler.ledger.sources import ledger_counters
 
@@ -82,10 +83,7 @@ class LedgerRecorder:
 
     async def _run(self) -> None:
         while not self._closing.is_set():
-            try:
-                await asyncio.wait_for(self._closing.wait(), self.interval)
-            except TimeoutError:
-                pass
+            await wait_event(self._closing, self.interval)
             await self.flush()
             if time.monotonic() - self._last_read >= self.read_interval:
                 await self.read()

@@ -26,6 +26,7 @@ from typing import Any
 
 from scrapy import Request
 
+from crawler.connections.tasks import wait_event
 from crawler.politeness.hostlimit import Demand, HostLimitConfig, SlotStore
 from crawler.politeness.unit import by_host, request_unit
 
@@ -110,11 +111,8 @@ class HostGate:
         to renew and give up what they hold above their shares (a worker joining a crawl
         gets its share within :data:`RETRY` s of that)."""
         while True:
-            try:
-                await asyncio.wait_for(self._wanted.wait(), self.wait())
+            if await wait_event(self._wanted, self.wait()):
                 await asyncio.sleep(EARLY)
-            except TimeoutError:
-                pass
             self._wanted.clear()
             await self.renew()
 

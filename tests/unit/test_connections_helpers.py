@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import sys
+from collections.abc import Awaitable, Callable
 
 import pytest
 from scrapy import Spider, signals
 from scrapy.utils.test import get_crawler
 
 from crawler.config.readers import SettingError
+from crawler.connections import tasks as tasks_module
 from crawler.connections.retry import RedisRetry, RetryStopped, backoff, retry
 from crawler.connections.shared import mongo_for, redis_for, release_mongo, release_redis, shared
-from crawler.connections.tasks import Tasks, every
+from crawler.connections.tasks import Tasks, every, wait_event
 
 pytestmark = pytest.mark.unit
 
@@ -134,6 +137,61 @@ def test_close_cancels_every_running_task_and_every_stops_on_false() -> None:
 
 
 SETTINGS = {"REDIS_URL": "redis://127.0.0.1:1/0", "MONGO_URI": "mongodb://127.0.0.1:1/"}
+
+
+def test_close_cancels_again_a_task_that_swallowed_its_cancellation(monkeypatch) -> None:
+    monkeypatch.setattr(tasks_module, "RECANCEL", 0.05)
+
+    async def swallows_once() -> None:
+        swallowed = False
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed = True  # as a loop around Python 3.11's wait_for may
+
+    async def scenario() -> bool:
+        tasks = Tasks("test")
+        task = tasks.spawn(swallows_once(), "stubborn")
+        await asyncio.sleep(0)
+        await asyncio.wait_for(tasks.close(), 5)  # was: for ever
+        return task.cancelled()
+
+    assert asyncio.run(scenario())
+
+
+def test_wait_event_never_swallows_a_cancellation_that_comes_as_the_event_is_set() -> None:
+    """The race that hung a worker's close: the per-host limits' loop, woken by a rebalance
+    as the scheduler cancelled it."""
+    async def loop(wait: Callable[[asyncio.Event], Awaitable[object]],
+                   event: asyncio.Event) -> None:
+        while True:
+            await wait(event)
+            event.clear()
+
+    async def wait_for(event: asyncio.Event) -> None:
+        try:
+            await asyncio.wait_for(event.wait(), 10)
+        except TimeoutError:
+            pass
+
+    async def cancelled_as_set(wait: Callable[[asyncio.Event], Awaitable[object]]) -> bool:
+        event = asyncio.Event()
+        task = asyncio.ensure_future(loop(wait, event))
+        await asyncio.sleep(0.01)
+        event.set()
+        task.cancel()
+        await asyncio.sleep(0.05)
+        ended = task.done()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return ended
+
+    assert asyncio.run(cancelled_as_set(lambda event: wait_event(event, 10)))
+    if sys.version_info < (3, 12):  # the bug itself, on the Python CI runs
+        assert not asyncio.run(cancelled_as_set(wait_for))
 
 
 def test_one_client_per_crawler_closed_by_its_last_user() -> None:
