@@ -43,6 +43,23 @@ def _replace(settings: BaseSettings, name: str, stock: str, ours: str, order: in
         settings.set(name, components, PRIORITY)
 
 
+def enabled(settings: BaseSettings) -> bool:
+    """Whether the project enables this add-on (in ``ADDONS``, by path or class, with a
+    priority that is not None), or ``COMMANDS_MODULE`` names this package's commands.
+
+    This package's commands reach every Scrapy project of an environment it is installed in
+    (``scrapy.commands`` entry points); in a project without the add-on they behave as
+    Scrapy's own.
+    """
+    if settings.get("COMMANDS_MODULE") == "crawler.commands":
+        return True
+    for addon, priority in settings.getdict("ADDONS").items():
+        path = addon if isinstance(addon, str) else f"{addon.__module__}.{addon.__qualname__}"
+        if priority is not None and path == f"{__name__}.DistributedAddon":
+            return True
+    return False
+
+
 def distributed(settings: BaseSettings) -> bool:
     """Whether *settings* ask for distributed mode (all of ``SERVICE_SETTINGS`` set).
 

@@ -24,6 +24,7 @@ from scrapy.commands.check import Command as ScrapyCheck
 from scrapy.contracts import Contract
 from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
+from crawler import addon
 from crawler.config.readers import SERVICE_SETTINGS
 
 logger = logging.getLogger(__name__)
@@ -86,10 +87,15 @@ class Command(ScrapyCheck):
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
         assert self.settings is not None
-        add_contract(self.settings)
-        self.unset = tuple(single_node(self.settings))
+        if addon.enabled(self.settings):  # else a project of Scrapy's own: its check
+            add_contract(self.settings)
+            self.unset = tuple(single_node(self.settings))
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        assert self.settings is not None
+        if not addon.enabled(self.settings):
+            super().run(args, opts)
+            return
         with without_services() as from_env:
             if self.unset or from_env:
                 logger.info("Contracts run on one node: %s not used",

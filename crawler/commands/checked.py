@@ -15,6 +15,7 @@ from scrapy.crawler import Crawler
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
+from crawler import addon
 from crawler.commands import preflight
 from crawler.frontier import startup
 
@@ -33,7 +34,8 @@ class CheckedStart:
         """Check *crawler*'s settings and services, then crawl with *spargs*."""
         assert self.crawler_process is not None and crawler.spidercls is not None
         try:
-            preflight.preflight(crawler.settings, crawler.spidercls.name)
+            if addon.enabled(crawler.settings):  # else a project of Scrapy's own
+                preflight.preflight(crawler.settings, crawler.spidercls.name)
         except preflight.MISTAKES as exc:
             self._tell(exc)
             return

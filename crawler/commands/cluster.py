@@ -32,6 +32,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
+from crawler import scrapy_commands
 from crawler.config import readers as config
 from crawler.config.keys import CrawlKeys
 from crawler.connections import clients as connection
@@ -64,7 +65,7 @@ class Command(ScrapyCommand):
                 "[--port P] [--yes]")
 
     def short_desc(self) -> str:
-        return "Show the state of a distributed crawl (nodes, progress, lag, dedup, proxies)"
+        return scrapy_commands.CLUSTER
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)

@@ -22,7 +22,7 @@ from crawler.commands.checked import CheckedStart
 from crawler.frontier import startup
 
 
-class Command(CheckedStart, ScrapyRunspider):
+class Command(ScrapyRunspider, CheckedStart):  # Scrapy's first: crawler.scrapy_commands
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         startup.mark("imports")
         if len(args) != 1:

@@ -24,6 +24,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
+from crawler import scrapy_commands
 from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.connections import clients as connection
@@ -43,7 +44,7 @@ class Command(ScrapyCommand):
         return "<spider> [url ...] [-f FILE|- ...] [--format lines|csv] [--scope add|reject]"
 
     def short_desc(self) -> str:
-        return "Publish seed URLs to a distributed crawl (<CRAWL_ID>.seeds)"
+        return scrapy_commands.SEED
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)

@@ -5,6 +5,7 @@ writes, and check runs on one node whatever the connection settings say."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import os
 import re
@@ -18,6 +19,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.commands.genspider import Command as ScrapyGenspider
 from scrapy.settings import Settings
 
+from crawler import addon, scrapy_commands
 from crawler.addon import distributed
 from crawler.commands import check, genspider, runspider
 from crawler.config.readers import SERVICE_SETTINGS, configured_services
@@ -26,6 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 TUTORIAL = REPO / "docs" / "tutorials" / "add-a-site.md"
 SERVICES = {"KAFKA_BOOTSTRAP_SERVERS": "kafka:9092", "REDIS_URL": "redis://redis:6379/0",
             "MONGO_URI": "mongodb://mongo/"}
+ADDONS = {"crawler.addon.DistributedAddon": 0}
 
 
 def _options(command: ScrapyCommand, *argv: str) -> argparse.Namespace:
@@ -110,13 +113,14 @@ def test_the_tutorial_shows_the_spider_the_template_writes(
     assert (tmp_path / "pages.py").read_text() == shown.group(1)
 
 
-def _checked(monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[check.Command, Settings]:
-    """``scrapy check`` options processed for a project that sets every connection setting,
-    with the environment setting them too."""
+def _checked(monkeypatch: pytest.MonkeyPatch, *argv: str,
+             addons: dict[str, int] = ADDONS) -> tuple[check.Command, Settings]:
+    """``scrapy check`` options processed for a project with the add-on (*addons*) that sets
+    every connection setting, with the environment setting them too."""
     for name, value in SERVICES.items():
         monkeypatch.setenv(name, value)
     settings = Settings()
-    settings.setdict(SERVICES, priority="project")
+    settings.setdict({**SERVICES, "ADDONS": addons}, priority="project")
     assert distributed(settings)
     command = check.Command()
     command.settings = settings
@@ -141,3 +145,42 @@ def test_check_knows_start_url_unless_the_project_switched_it_off(
     settings = Settings({"SPIDER_CONTRACTS": {check.START_URL_CONTRACT: None, "my.C": 5}})
     check.add_contract(settings)
     assert settings.getdict("SPIDER_CONTRACTS") == {check.START_URL_CONTRACT: None, "my.C": 5}
+
+
+def test_check_is_scrapys_own_in_a_project_without_the_add_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    command, settings = _checked(monkeypatch, addons={})
+    assert command.unset == () and settings.getdict("SPIDER_CONTRACTS") == {}
+
+
+def _entry_points() -> dict[str, str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return dict(project["entry-points"]["scrapy.commands"])
+
+
+def test_every_command_is_an_entry_point_standing_in_for_the_command_of_its_name() -> None:
+    commands = _get_commands_from_module("crawler.commands", True)
+    points = _entry_points()
+    assert sorted(points) == sorted(commands)  # no COMMANDS_MODULE needed for any of them
+    for name, target in points.items():
+        module, _, attr = target.partition(":")
+        standin = getattr(importlib.import_module(module), attr)()
+        assert isinstance(standin, scrapy_commands.Standin), name
+        assert standin.short_desc() == commands[name].short_desc(), name
+        standin.settings = Settings({"BOT_NAME": "x"})  # set by Scrapy before syntax()
+        assert standin.syntax() == commands[name].syntax(), name  # it became the command
+        assert type(standin) is type(commands[name]), name
+        assert standin.settings["BOT_NAME"] == "x", name  # what Scrapy had set is kept
+
+
+@pytest.mark.parametrize(("settings", "enabled"), [
+    ({"ADDONS": {"crawler.addon.DistributedAddon": 0}}, True),
+    ({"ADDONS": {addon.DistributedAddon: 10}}, True),
+    ({"ADDONS": {"crawler.addon.DistributedAddon": None}}, False),  # switched off
+    ({"ADDONS": {"other.Addon": 0}}, False),
+    ({"COMMANDS_MODULE": "crawler.commands"}, True),
+    ({}, False),
+])
+def test_the_commands_are_this_packages_only_where_the_project_enables_it(
+        settings: dict[str, object], enabled: bool) -> None:
+    assert addon.enabled(Settings(settings)) is enabled
