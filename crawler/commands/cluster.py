@@ -45,7 +45,7 @@ from crawler.frontier.config import heartbeat_interval
 from crawler.frontier.crawlstate import CrawlState, HeartbeatClock
 from crawler.ledger import report as ledger_report
 from crawler.ledger import sources as ledger_sources
-from crawler.operations import clusterview, dashboard, proxyview
+from crawler.operations import clusterview, dashboard, finishedview, proxyview
 from crawler.operations.clusterview import RateTracker, Snapshot
 from crawler.recovery import mirror as state_mirror
 
@@ -234,13 +234,47 @@ async def _once(reader: Reader, stale: float, settings: BaseSettings, *, as_json
         await asyncio.sleep(max(1.0, 1.5 * interval))
         first = await reader.read()
     status = clusterview.build_status(first, rates.update(first.workers), stale)
-    print(clusterview.to_json(status) if as_json else clusterview.render_text(status))
-    if not first.workers:
-        why = " (the crawl is marked finished)" if first.finished_at else ""
+    finished = None if first.workers else await _finished(reader, settings)
+    if finished is not None:
+        status["finished"] = finished
+    text = clusterview.render_text(status)
+    if finished is not None:
+        text += "\n\n" + "\n".join(finishedview.lines(finished))
+    print(clusterview.to_json(status) if as_json else text)
+    if not first.workers and finished is None:
         _fail(f"no workers found for crawl {reader.crawl!r}: the hash "
-              f"{reader.keys.workers} is empty{why}; is the crawl running, is CRAWL_ID right?")
+              f"{reader.keys.workers} is empty; is the crawl running, is CRAWL_ID right?")
         return 1
     return 0
+
+
+def _summaries(reader: Reader, settings: BaseSettings) -> dashboard.Summary:
+    """The finished crawl's summary for the dashboard, its ledger read once per finish."""
+    known: dict[float, dict[str, Any]] = {}
+
+    async def summary(finished_at: float) -> dict[str, Any] | None:
+        if finished_at not in known and (view := await _finished(reader, settings, quiet=True)):
+            known.clear()
+            known[finished_at] = view
+        return known.get(finished_at)
+    return summary
+
+
+async def _finished(reader: Reader, settings: BaseSettings, *,
+                    quiet: bool = False) -> dict[str, Any] | None:
+    """The summary of a crawl marked finished (its ledger read once), or None (*quiet*: say
+    nothing when its ledger cannot be read)."""
+    record = await crawllife.read_finished(reader.client, reader.crawl)
+    if record is None:
+        return None
+    try:
+        report = await ledger_sources.read_report(reader.client, settings, reader.crawl)
+    except (connection.ServiceUnavailable, config.SettingError) as exc:
+        if not quiet:
+            _fail(f"crawl {reader.crawl!r} is marked finished; its ledger cannot be read: "
+                  f"{exc}")
+        return None
+    return finishedview.summary(record, report)
 
 
 async def _watch(reader: Reader, stale: float, *, as_json: bool) -> int:
@@ -271,7 +305,7 @@ async def _dashboard(client: aioredis.Redis, settings: BaseSettings, url: str, c
     reader = Reader(client, url, crawl, _bloom(client, crawl, settings))
     try:
         await dashboard.serve(reader.read, stale_after(settings), opts.port,
-                              config.mask_url(url))
+                              config.mask_url(url), summary=_summaries(reader, settings))
     except OSError as exc:  # binding the port
         _fail(f"cannot serve the dashboard on {dashboard.HOST}:{opts.port}: {exc}")
         return 1

@@ -80,6 +80,12 @@ class CrawlKeys:
         return self.prefix + "finished"
 
     @property
+    def run_started(self) -> str:
+        """When the crawl's current (or last) run began (Redis time; the finished record
+        copies it)."""
+        return self.prefix + "run-started"
+
+    @property
     def expiring(self) -> str:
         """Set: the keys a finished crawl made expiring (persistent again on a new run)."""
         return self.prefix + "expiring"

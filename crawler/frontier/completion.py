@@ -58,6 +58,8 @@ class Ledger(Protocol):
 
     async def read_finished(self) -> Finished | None: ...
     async def mark_finished(self, record: Finished) -> None: ...
+    async def mark_started(self, now: float, closed: float) -> float: ...
+    async def read_started(self) -> float | None: ...
     async def keep_state(self) -> None: ...
     async def expire_state(self, ttl: float) -> None: ...
 
@@ -81,6 +83,12 @@ class RedisLedger:
             await self.mirror.save_finished(record)
         except Exception as exc:  # the copy is for a Redis that forgets: never in the way
             logger.warning("Could not copy the finished record to MongoDB: %s", exc)
+
+    async def mark_started(self, now: float, closed: float) -> float:
+        return await crawllife.mark_run_started(self.client, self.crawl, now, closed)
+
+    async def read_started(self) -> float | None:
+        return await crawllife.read_run_started(self.client, self.crawl)
 
     async def keep_state(self) -> None:
         await crawllife.keep_state(self.client, self.crawl)
@@ -160,6 +168,7 @@ class Completion:
             await self.ledger.keep_state()
             self.reused = finished
             logger.warning(crawllife.reuse_line(self.state.crawl_id, finished))
+        await self.ledger.mark_started(now, finished.closed if finished is not None else 0.0)
         self.started = now
 
     async def _follow(self, now: float) -> None:
@@ -172,12 +181,13 @@ class Completion:
     async def _finish(self, now: float, states: list[WorkerState]) -> None:
         crawl = self.state.crawl_id
         fetched = sum(int(s.info.get("pages") or 0) for s in states)
+        started = await self.ledger.read_started()
         if self.reused is not None and not fetched:
-            record = Finished(self.reused.at, now, crawllife.NOTHING_NEW)
+            record = Finished(self.reused.at, now, crawllife.NOTHING_NEW, started)
             why = (f"crawl {crawl} had finished on {self.reused.date()} and this run found "
                    f"nothing new to fetch")
         else:
-            record = Finished(now, now)
+            record = Finished(now, now, started=started)
             why = f"the crawl has been drained for {self.idle_timeout:.0f}s"
         await self.ledger.mark_finished(record)
         await self.ledger.expire_state(self.state_ttl)

@@ -15,7 +15,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from crawler.config import readers as config
@@ -60,6 +60,7 @@ class Finished:
     at: float  # when a run that fetched something last finished
     closed: float  # when a worker last closed the crawl (the others follow it)
     reason: str = "finished"
+    started: float | None = None  # when the run that closed it began (None: not recorded)
 
     def date(self) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.at))
@@ -73,7 +74,9 @@ def parse_finished(value: Any) -> Finished | None:
         doc = json.loads(value)
         if isinstance(doc, (int, float)):
             return Finished(float(doc), float(doc))
-        return Finished(float(doc["at"]), float(doc["closed"]), str(doc.get("reason")))
+        started = doc.get("started")
+        return Finished(float(doc["at"]), float(doc["closed"]), str(doc.get("reason")),
+                        None if started is None else float(started))
     except UNREADABLE:
         return None
 
@@ -83,8 +86,30 @@ async def read_finished(client: aioredis.Redis, crawl: str) -> Finished | None:
 
 
 async def mark_finished(client: aioredis.Redis, crawl: str, record: Finished) -> None:
-    doc = {"at": record.at, "closed": record.closed, "reason": record.reason}
-    await client.set(CrawlKeys(crawl).finished, json.dumps(doc))
+    await client.set(CrawlKeys(crawl).finished, json.dumps(asdict(record)))
+
+
+_RUN_STARTED = """
+local v = redis.call('GET', KEYS[1])
+if not v or tonumber(v) <= tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return ARGV[1]
+end
+return v
+"""
+
+
+async def mark_run_started(client: aioredis.Redis, crawl: str, now: float,
+                           closed: float = 0.0) -> float:
+    """When the crawl's current run began: *now*, unless a worker of this run came first
+    (a start after *closed*, when the crawl last closed, belongs to this run)."""
+    script = client.register_script(_RUN_STARTED)
+    return float(await script(keys=[CrawlKeys(crawl).run_started], args=[repr(now), closed]))
+
+
+async def read_run_started(client: aioredis.Redis, crawl: str) -> float | None:
+    value = await client.get(CrawlKeys(crawl).run_started)
+    return None if value is None else float(value)
 
 
 def reuse_line(crawl: str, finished: Finished) -> str:

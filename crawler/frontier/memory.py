@@ -295,6 +295,7 @@ class MemoryCrawlState:
         self.claims: dict[str, str] = {}
         self.command: str | None = None
         self.finished: Finished | None = None
+        self.run_started: float | None = None
         self.expires_in: float | None = None
 
     async def beat(self, worker: str, *, idle: bool, assigned: list[str], lag: int | None,
@@ -320,6 +321,14 @@ class MemoryCrawlState:
 
     async def mark_finished(self, record: Finished) -> None:
         self.finished = record
+
+    async def mark_started(self, now: float, closed: float) -> float:
+        if self.run_started is None or self.run_started <= closed:
+            self.run_started = now
+        return self.run_started
+
+    async def read_started(self) -> float | None:
+        return self.run_started
 
     async def keep_state(self) -> None:
         self.expires_in = None

@@ -106,32 +106,40 @@ def announce(line: str) -> None:
     print(line, flush=True)
 
 
+Summary = Callable[[float], Awaitable[dict[str, Any] | None]]
+
+
 async def refresh(read: Callable[[], Awaitable[Snapshot]], rates: RateTracker,
-                  stale_after: float, store: StatusStore, describe: str) -> None:
-    """One read into *store*: the status, or the error that prevented it."""
+                  stale_after: float, store: StatusStore, describe: str,
+                  summary: Summary | None = None) -> None:
+    """One read into *store*: the status, or the error that prevented it. With no worker
+    left and the crawl marked finished, the status has its *summary* (``finished``)."""
     try:
         snapshot = await read()
     except (RedisError, OSError) as exc:
         store.set_error(f"Redis unreachable at {describe}: {exc}")
         return
-    store.set_status(clusterview.build_status(snapshot, rates.update(snapshot.workers),
-                                              stale_after))
+    status = clusterview.build_status(snapshot, rates.update(snapshot.workers), stale_after)
+    if summary is not None and not snapshot.workers and snapshot.finished_at is not None:
+        status["finished"] = await summary(snapshot.finished_at)
+    store.set_status(status)
 
 
 async def serve(read: Callable[[], Awaitable[Snapshot]], stale_after: float, port: int,
                 describe: str, *, host: str = HOST,
-                ready: Callable[[str], None] = announce) -> None:
+                ready: Callable[[str], None] = announce, summary: Summary | None = None) -> None:
     """Serve the dashboard and refresh it every second, until cancelled or Ctrl-C.
 
     *describe* names the Redis server in error messages (a masked URL); *ready*
     gets the line announcing the URL once the server listens.
     """
     store, rates = StatusStore(), RateTracker()
-    await refresh(read, rates, stale_after, store, describe)
+    await refresh(read, rates, stale_after, store, describe, summary)
     server = start_server(store, port, host)
     try:
         ready(f"Dashboard: {server.url}")
-        await every(REFRESH, partial(refresh, read, rates, stale_after, store, describe))
+        await every(REFRESH, partial(refresh, read, rates, stale_after, store, describe,
+                                     summary))
     finally:
         server.shutdown()
         server.server_close()

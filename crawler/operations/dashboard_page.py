@@ -179,6 +179,14 @@ function showLedger(l) {
       b.unaccounted + ", Kafka lag " + b.lag + " (a worker's read, every 30 s)");
 }
 
+function finishedLine(f) {  // the finished crawl's summary, as scrapy cluster status gives it
+  const ran = f.duration_s === null ? "" : ", ran " + Math.round(f.duration_s) + " s";
+  return "finished " + new Date(f.closed * 1000).toLocaleString() + " (" + f.reason + ")" +
+      ran + ": " + f.pages + " pages fetched, " + f.failed + " failed, " + f.dropped +
+      " dropped, " + f.dead + " dead-lettered, " + f.stored + " stored; " +
+      (f.balanced ? "every request accounted for" : "NOT balanced");
+}
+
 function show(s) {
   const t = s.totals;
   put("crawl-id", s.crawl_id);
@@ -198,7 +206,7 @@ function show(s) {
   const how = (s.alerts && s.alerts.status) || "-";
   put("alerts", active.length ? active.map((a) => JSON.stringify(a)).join("; ")
       : how === "ok" ? "ok: none active" : how);
-  put("finished", s.finished_at ? "marked drained at " +
+  put("finished", s.finished ? finishedLine(s.finished) : s.finished_at ? "marked drained at " +
       new Date(s.finished_at * 1000).toLocaleTimeString() : "");
   const at = Date.now() / 1000;  // the browser's clock: the history is the browser's
   history.push({t: at, rate: t.rate || 0});

@@ -10,7 +10,7 @@ same credentials as Redis; the key is never logged nor put in stats.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from crawler.frontier.crawllife import Finished
@@ -52,8 +52,7 @@ class StateMirror:
                                          {"$setOnInsert": {"key": key.decode()}}, upsert=True)
 
     async def save_finished(self, record: Finished) -> None:
-        doc = {"at": record.at, "closed": record.closed, "reason": record.reason}
-        await self.collection.replace_one({"_id": "finished"}, doc, upsert=True)
+        await self.collection.replace_one({"_id": "finished"}, asdict(record), upsert=True)
 
     async def forget_finished(self) -> None:
         await self.collection.delete_one({"_id": "finished"})
@@ -62,8 +61,10 @@ class StateMirror:
         docs = {doc["_id"]: doc async for doc in self.collection.find({})}
         key = docs.get("seed_key", {}).get("key")
         done = docs.get("finished")
+        started = None if done is None else done.get("started")
         finished = None if done is None else Finished(
-            float(done["at"]), float(done["closed"]), str(done.get("reason") or "finished"))
+            float(done["at"]), float(done["closed"]), str(done.get("reason") or "finished"),
+            None if started is None else float(started))
         return Mirrored(key.encode() if isinstance(key, str) else None, finished)
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import redis
-from helpers import wait_until
+from helpers import SHORT_IDLE, wait_until
 
 from crawler.localstack import demo_site as site
 from crawler.localstack.demo import running, stored_pages, wait_all, worker_command, worker_logs
@@ -95,6 +95,31 @@ def test_status_without_workers(stack, crawl_id):
     proc = _cluster(env, "status", crawl_id)
     assert proc.returncode == 1
     assert f"no workers found for crawl {crawl_id!r}" in proc.stderr
+
+
+def test_status_after_the_crawl_shows_its_summary(stack, demo_site, demo_site_pages, crawl_id,
+                                                 tmp_path):
+    """Once the workers are gone: when the run began and ended, its pages, failures and
+    whether the ledger balances (not "no workers found")."""
+    env = {**os.environ, **stack.env(), "CRAWL_ID": crawl_id,
+           "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
+    began = time.time()
+    with running(2, worker_command(demo_site + "/", SHORT_IDLE), env, tmp_path) as workers:
+        assert wait_all(workers, timeout=300) == [0, 0], worker_logs(workers)[-3000:]
+    took = time.time() - began
+    proc = _cluster(env, "status", "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)["finished"]
+    assert summary["reason"] == "finished" and summary["balanced"] is True, summary
+    assert summary["pages"] == summary["stored"] == demo_site_pages, summary
+    assert summary["failed"] == 0 and summary["ledger"]["unaccounted"] == 0, summary
+    assert 0 < summary["duration_s"] < took, (summary["duration_s"], took)
+    text = _cluster(env, "status")
+    assert text.returncode == 0, text.stderr[-2000:]
+    assert "no workers found" in text.stdout  # the live table's line, then the summary
+    assert f"{demo_site_pages} pages fetched, 0 failed" in text.stdout, text.stdout
+    assert "every request accounted for" in text.stdout, text.stdout
+    print(text.stdout)  # the sample in docs/cluster.md comes from here (pytest -s)
 
 
 # the stop is bounded: every worker gone within STOP_BOUND. It was missed three times on

@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import require, wait_until
@@ -81,10 +82,11 @@ class FakeReader:
 
 
 @contextmanager
-def _served(reader: FakeReader) -> Iterator[str]:
+def _served(reader: Any, summary: Any = None) -> Iterator[str]:
     lines: list[str] = []
     loop = asyncio.new_event_loop()
-    task = loop.create_task(dashboard.serve(reader.read, 3.0, 0, "redis://x", ready=lines.append))
+    task = loop.create_task(dashboard.serve(reader.read, 3.0, 0, "redis://x", ready=lines.append,
+                                            summary=summary))
 
     def run() -> None:
         with suppress(asyncio.CancelledError):
@@ -133,6 +135,36 @@ def test_page_splits_proxy_failures_per_proxy_and_per_host(tmp_path):
     assert _node_rows(dom, "hosts-body") == [["127.0.0.2:8123", "30", "2"],
                                              ["shop.example", "1", "11"]]
     assert 'class="s-dead"' in dom
+
+
+FINISHED_AT = 1_765_000_095.0
+SUMMARY = {"reason": "finished", "started": FINISHED_AT - 95, "closed": FINISHED_AT,
+           "duration_s": 95.0, "pages": 2000, "failed": 3, "dropped": 12, "dead": 1,
+           "stored": 1996, "balanced": True, "ledger": {}}
+
+
+class FinishedReader:
+    """A crawl whose workers are gone, marked finished."""
+
+    async def read(self) -> Snapshot:
+        return Snapshot(crawl_id="done", now=time.time(), workers={}, finished_at=FINISHED_AT)
+
+
+def test_page_of_a_finished_crawl_shows_its_summary(tmp_path):
+    asked: list[float] = []
+
+    async def summary(finished_at: float) -> dict[str, Any]:
+        asked.append(finished_at)
+        return SUMMARY
+
+    with _served(FinishedReader(), summary) as base:
+        assert _status(base)["finished"] == SUMMARY
+        assert set(asked) == {FINISHED_AT}
+        require(CHROMIUM, "no chromium (apt-get install -y chromium): the API checks passed")
+        dom = _chromium(base, tmp_path, "--virtual-time-budget=3000", "--dump-dom")
+    text = _element(dom, "finished")
+    assert text.startswith("finished ") and "(finished), ran 95 s: 2000 pages fetched, 3 " \
+        "failed, 12 dropped, 1 dead-lettered, 1996 stored; every request accounted for" in text
 
 
 def test_page_without_proxies_says_so(tmp_path):

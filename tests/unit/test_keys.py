@@ -28,6 +28,7 @@ PINNED = {
     "ledger": "{c-1}:ledger",
     "scope": "{c-1}:scope",
     "finished": "{c-1}:finished",
+    "run_started": "{c-1}:run-started",
     "expiring": "{c-1}:expiring",
     "control": "{c-1}:control",
     "alerts": "{c-1}:alerts",
