@@ -186,8 +186,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 #: the e2e files that take longest (docs/testing.md), started first so none starts last
-LONGEST = ("test_kafka_failover", "test_resilience_e2e", "test_redis_outage", "test_recrawl",
-           "test_bench_smoke", "test_soak", "test_alerts_live", "test_outages", "test_e2e_kill")
+LONGEST = ("test_kafka_failover", "test_resilience_e2e", "test_recrawl", "test_bench_smoke",
+           "test_alerts_live", "test_outages", "test_e2e_kill")
 
 
 def _run_order(item: pytest.Item) -> tuple[int, int]:

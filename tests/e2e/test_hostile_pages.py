@@ -25,6 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import ledger_report, tracebacks_outside_kafka
 from pymongo import MongoClient
 from servers.hostilesite import (
@@ -82,6 +83,9 @@ def _ordinary(base: str) -> set[str]:
     return {base + path for path in paths}
 
 
+# serial: /endless must reach the 32 MiB bound within the default 30 s DOWNLOAD_TIMEOUT (beside
+# two other crawls on a slow day it timed out and was fetched again; alone it passes)
+@pytest.mark.serial
 def test_a_hostile_origin_is_bounded_counted_and_survived(stack: Any, crawl_id: str,
                                                           tmp_path: Path) -> None:
     site = HostileSite(slow=False).start()

@@ -159,6 +159,13 @@ def test_three_workers_crawl_through_the_secured_stack_and_no_secret_leaks(
     with running(3, cmd, env, tmp_path / "logs") as workers:
         wait_until(lambda: len(beats := heartbeats(env, crawl_id)) == 3
                    and sum(b["info"]["acked"] for b in beats) > 0, 120, "acked pages")
+        # the exporters first, while all three workers are sure to be up: in a run on a
+        # slow machine two had drained and left by the time the commands below were done
+        metrics = [get(f"http://127.0.0.1:{beat['info']['metrics_port']}/metrics")
+                   for beat in heartbeats(env, crawl_id)]
+        assert len(metrics) == 3 and all("crawler_" in page for page in metrics)
+        seen += metrics
+        seen.append(json.dumps(heartbeats(env, crawl_id)))
         out, err = scrapy(env, "seed", "site", demo_site + "/?from=seed")
         assert "1 seeds published" in out, out + err
         seen += [out, err]
@@ -167,11 +174,6 @@ def test_three_workers_crawl_through_the_secured_stack_and_no_secret_leaks(
         assert len(status["nodes"]) == 3 and status["dedup"]["items"] > 0, out
         seen += [out, err, "\n".join(scrapy(env, "cluster", "status", crawl_id))]
         seen.append(dashboard_answers(env, crawl_id))
-        metrics = [get(f"http://127.0.0.1:{beat['info']['metrics_port']}/metrics")
-                   for beat in heartbeats(env, crawl_id)]
-        assert len(metrics) == 3 and all("crawler_" in page for page in metrics)
-        seen += metrics
-        seen.append(json.dumps(heartbeats(env, crawl_id)))
         codes = wait_all(workers, timeout=300)
         log = worker_logs(workers)
     assert codes == [0, 0, 0], log[-3000:]
