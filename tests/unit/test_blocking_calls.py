@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from crawler.connections import kafka_clients
 from crawler.connections.clients import committed_offsets
 from crawler.connections.tasks import in_thread
 
@@ -61,10 +62,22 @@ def test_in_thread_hands_back_the_result_and_the_exception() -> None:
     assert result == 42 and exc.args == ("lost",)
 
 
-class SlowCoordinator:
-    """A consumer whose ``committed()`` takes 0.4 s and honours its timeout."""
+class Clock:
+    """``time`` for :mod:`crawler.connections.kafka_clients`: only ``monotonic``, moved by
+    hand (a real sleep made the bounds depend on the machine's load: 0.4 s slept 0.5 in CI)."""
 
     def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class SlowCoordinator:
+    """A consumer whose ``committed()`` takes 0.375 s of *clock* and honours its timeout."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
         self.timeouts: list[int] = []
 
     def committed(self, tp: Any, timeout_ms: int | None = None) -> int:
@@ -72,15 +85,16 @@ class SlowCoordinator:
         self.timeouts.append(timeout_ms)
         if timeout_ms < 400:
             raise TimeoutError(f"{tp} within {timeout_ms} ms")
-        time.sleep(0.4)
+        self.clock.now += 0.375  # exact in binary: the timeouts are exact too
         return 7
 
 
-def test_committed_offsets_share_one_deadline() -> None:
-    consumer = SlowCoordinator()
+def test_committed_offsets_share_one_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(kafka_clients, "time", clock)
+    consumer = SlowCoordinator(clock)
     assert committed_offsets(consumer, ["a", "b"], timeout=5.0) == {"a": 7, "b": 7}
-    consumer = SlowCoordinator()
+    consumer = SlowCoordinator(clock)
     with pytest.raises(TimeoutError):
         committed_offsets(consumer, ["a", "b", "c", "d"], timeout=1.0)
-    first, second, third = consumer.timeouts
-    assert 990 <= first <= 1000 and 550 <= second <= 600 and third < 400
+    assert consumer.timeouts == [1000, 625, 250]  # what is left of one deadline, each time
