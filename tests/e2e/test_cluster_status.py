@@ -104,6 +104,7 @@ def test_status_after_the_crawl_shows_its_summary(stack, demo_site, demo_site_pa
     env = {**os.environ, **stack.env(), "CRAWL_ID": crawl_id,
            "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
     began = time.time()
+    # SHORT_IDLE: the 30 s wait after the drain is not what is tested, only what follows it
     with running(2, worker_command(demo_site + "/", SHORT_IDLE), env, tmp_path) as workers:
         assert wait_all(workers, timeout=300) == [0, 0], worker_logs(workers)[-3000:]
     took = time.time() - began
