@@ -112,7 +112,7 @@ def deliver_to(state: Consumed, spider: MicroSpider) -> Callable[[ConsumerLoop,
             state.first = time.perf_counter()
         for record in records:
             decode_request(record.value, spider)
-            loop.taken += 1
+            loop.holding.took(record.topic)
             loop.ack((record.topic, record.partition), record.offset, record.epoch)
         state.count += len(records)
         state.last = time.perf_counter()

@@ -21,6 +21,7 @@ from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from crawler.frontier import startup
+from crawler.frontier.holding import Holding
 from crawler.frontier.kafkafix import free_used_records
 from crawler.frontier.leases import OffsetTracker, Partition
 from crawler.frontier.producer import CallFromThread, RefusalStall, refused
@@ -72,15 +73,13 @@ class ConsumerLoop:
     ) -> None:
         self.consumer = consumer
         self.topics = topics
-        self.urgent = urgent  # fetched into a second buffer's room while the first is full
-        self.buffer_size = buffer_size
+        self.urgent = urgent  # fetched into a room of their own while the buffer is full
+        self.holding = Holding(buffer_size, urgent)  # records held, and the room left
         self.commit_interval = commit_interval
         self._deliver = deliver
         self._call = call_from_thread
         self.tracker = OffsetTracker()
         self.epochs: dict[Partition, int] = {}  # read by the reactor thread
-        self.handed = 0  # records handed to the reactor (written here only)
-        self.taken = 0  # records whose lease ended or was dropped (written by the reactor)
         self.max_unacked = max_unacked  # 0: no bound
         self._unacked = unacked or (lambda: 0)  # read here, kept by the reactor
         self.unacked_peak = 0  # the most unacknowledged work seen (sampled at each poll)
@@ -189,17 +188,17 @@ class ConsumerLoop:
         finally:
             self._shutdown()
 
-    def _room(self) -> int:
-        """Records that may be fetched: the records this worker holds (buffered, in the
-        engine, or parked in the buffer to wait) stay within the buffer size, and the
-        unacknowledged work within its bound."""
-        room = self.buffer_size - (self.handed - self.taken)
+    def _rooms(self) -> tuple[int, int]:
+        """Records that may be fetched, of any topic and of the urgent ones
+        (:class:`~crawler.frontier.holding.Holding`), with the unacknowledged work kept
+        within its bound."""
+        cap = None
         if self.max_unacked:
             unacked = self._unacked()
             self.unacked_peak = max(self.unacked_peak, unacked)
             self._note_pressure(unacked >= self.max_unacked, unacked)
-            room = min(room, self.max_unacked - unacked)
-        return room
+            cap = self.max_unacked - unacked
+        return self.holding.rooms(cap)
 
     def _note_pressure(self, over: bool, unacked: int) -> None:
         if over != self._over:
@@ -210,19 +209,18 @@ class ConsumerLoop:
             else:
                 logger.info("Fetching resumed: %d unacknowledged", unacked)
 
-    def _wait_for_room(self) -> int:
+    def _wait_for_room(self) -> tuple[int, int]:
         """Room in the buffer; while it is full, wait up to :data:`ROOM_WAIT` for some
         (the reactor often takes the records within milliseconds) before pausing."""
-        room, pause = self._room(), ROOM_CHECK
+        rooms, pause = self._rooms(), ROOM_CHECK
         deadline = time.monotonic() + ROOM_WAIT
-        while room <= 0 and time.monotonic() < deadline and not self._stop.is_set():
+        while rooms[0] <= 0 and time.monotonic() < deadline and not self._stop.is_set():
             self._stop.wait(pause)
-            room, pause = self._room(), min(pause * 2, ROOM_CHECK_MAX)
-        return room
+            rooms, pause = self._rooms(), min(pause * 2, ROOM_CHECK_MAX)
+        return rooms
 
     def _poll_once(self) -> None:
-        room = self._wait_for_room()
-        urgent_room = room + self.buffer_size if self.urgent else room
+        room, urgent_room = self._wait_for_room()
         self._set_paused((room <= 0, urgent_room <= 0))
         free_used_records(self.consumer)  # else a resumed partition is never fetched again
         try:
@@ -243,7 +241,7 @@ class ConsumerLoop:
                 records.append(Record(tp.topic, tp.partition, rec.offset, rec.value, epoch,
                                       tuple(rec.headers) if rec.headers else ()))
         if records:
-            self.handed += len(records)
+            self.holding.fetched(r.topic for r in records)
             self._call(self._deliver, records)
 
     def _set_paused(self, pause: tuple[bool, bool]) -> None:

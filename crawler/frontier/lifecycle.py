@@ -106,7 +106,7 @@ class WorkerLifecycle:
         info = {"leases": f.leases.in_engine, "buffered": len(f.buffer),
                 "delayed": f.buffer.delayed, "blocked": f.buffer.blocked,
                 "acked": stat("frontier/acked", 0),
-                "unacked": f.unacked_work(), "held": f.consumer.handed - f.consumer.taken,
+                "unacked": f.unacked_work(), "held": f.consumer.holding.held,
                 "pid": os.getpid(), "host": socket.gethostname(), "spider": f.spider.name,
                 "crawl_id": self.config.crawl_id, "started": self.started,
                 "pages": stat("response_received_count", 0),

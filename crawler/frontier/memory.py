@@ -28,6 +28,7 @@ from crawler.frontier.config import FrontierConfig
 from crawler.frontier.consumer import Record
 from crawler.frontier.crawllife import Finished
 from crawler.frontier.crawlstate import WorkerState
+from crawler.frontier.holding import Holding
 from crawler.frontier.leases import OffsetTracker, Partition
 from crawler.frontier.partitioning import spread_partition
 from crawler.frontier.transport import Channels, Deliver, Done, Headers, Rejected
@@ -107,8 +108,9 @@ class MemoryConsumer:
                  buffer_size: int, max_unacked: int, unacked: Callable[[], int],
                  urgent: frozenset[str] = frozenset()) -> None:
         self.log, self.topics, self._deliver, self.urgent = log, topics, deliver, urgent
-        self.buffer_size, self.max_unacked, self._unacked = buffer_size, max_unacked, unacked
-        self.handed = self.taken = self.unacked_peak = 0
+        self.max_unacked, self._unacked = max_unacked, unacked
+        self.holding = Holding(buffer_size, urgent)
+        self.unacked_peak = 0
         self.tracker = OffsetTracker()
         self.epochs: dict[Partition, int] = {}
         self.owned: set[Partition] = set()
@@ -164,16 +166,14 @@ class MemoryConsumer:
         self.tracker.forget(tp)
         self.position[tp] = self.log.committed.get(tp, 0)  # fetched again from there
 
-    def room(self) -> int:
-        room = self.buffer_size - (self.handed - self.taken)
+    def rooms(self) -> tuple[int, int]:
         unacked = self._unacked()
         self.unacked_peak = max(self.unacked_peak, unacked)
-        return min(room, self.max_unacked - unacked) if self.max_unacked else room
+        return self.holding.rooms(self.max_unacked - unacked if self.max_unacked else None)
 
     def poll(self) -> int:
         """Fetch what there is room for, hand it to the scheduler; returns how many."""
-        room, records = self.room(), list[Record]()
-        urgent_room = room + self.buffer_size  # the urgent topics: a second buffer's room
+        (room, urgent_room), records = self.rooms(), list[Record]()
         for tp in sorted(self.owned, key=lambda tp: (tp[0] not in self.urgent, tp)):
             limit = urgent_room if tp[0] in self.urgent else room
             while len(records) < limit and self.position[tp] < self.log.high(tp):
@@ -185,7 +185,7 @@ class MemoryConsumer:
                     records.append(Record(tp[0], tp[1], offset, value, self.epochs[tp],
                                           headers))
         if records:
-            self.handed += len(records)
+            self.holding.fetched(r.topic for r in records)
             self._deliver(records)
         self.update_snapshot()
         return len(records)
@@ -207,7 +207,7 @@ class MemoryConsumer:
                for t, p in sorted(self.owned)}
         self.snapshot = {"assigned": sorted(lag), "lag": sum(lag.values()),
                          "lag_by_partition": lag, "in_flight": self.tracker.in_flight(),
-                         "paused": self.room() <= 0}
+                         "paused": self.rooms()[0] <= 0}
 
 
 class MemoryTransport:

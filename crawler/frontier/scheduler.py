@@ -310,7 +310,7 @@ class KafkaScheduler(Records, BaseScheduler):
         while (item := self.buffer.pop()) is not None:
             request, lease = item
             if not lease.active and not self.consumer.current(lease.tp, lease.epoch):
-                self.consumer.taken += 1
+                self.consumer.holding.took(lease.topic)
                 self.leases.drop(lease)
                 self._unacked -= 1
                 self.stats.inc_value("frontier/stale_dropped")
@@ -339,7 +339,7 @@ class KafkaScheduler(Records, BaseScheduler):
         self.leases.finish(lease)
 
     def _lease_ended(self, lease: Lease) -> None:
-        self.consumer.taken += 1  # its record no longer takes room in the buffer
+        self.consumer.holding.took(lease.topic)  # its record no longer takes room
         self.accounting.ended(lease)  # before its ack: the ack waits for the ledger
 
     def _ack(self, lease: Lease) -> None:

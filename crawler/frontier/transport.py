@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from crawler.frontier.consumer import Record
+from crawler.frontier.holding import Holding
 from crawler.frontier.leases import Partition
 
 Deliver = Callable[[list[Record]], None]  # records fetched, handed to the scheduler
@@ -31,8 +32,7 @@ class Waitable(Protocol):
 class Consumer(Protocol):
     """Fetches records of this worker's partitions and commits the finished prefix."""
 
-    handed: int  # records handed to the scheduler
-    taken: int  # of those, records whose lease ended or was dropped (kept by the scheduler)
+    holding: Holding  # records handed to the scheduler, and those taken back
     unacked_peak: int  # the most unacknowledged work seen
     snapshot: dict[str, Any]  # assigned, lag, lag_by_partition, in_flight, paused
     rebalanced: list[Callable[[], None]]  # called (on the reactor) after each rebalance

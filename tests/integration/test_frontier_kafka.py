@@ -141,14 +141,14 @@ def test_a_full_buffer_pauses_fetching(kafka_bootstrap, crawl_id, topic):
     group = f"{crawl_id}.g"
     _produce(kafka_bootstrap, topic, 1, 30)
     loop, got = _consumer_loop(kafka_bootstrap, group, topic, "a")
-    loop.buffer_size = 8
+    loop.holding.buffer_size = 8
     loop.start()
     try:
         _wait(lambda: len(got) >= 8)
         # A snapshot saying "paused" is taken after the round that paused and then polled.
         _wait(lambda: loop.snapshot.get("paused") is True)  # none before the first round
         assert len(got) == 8, "fetched past the buffer bound"
-        loop.taken += 8
+        loop.holding.taken += 8
         _wait(lambda: len(got) >= 16)
     finally:
         loop.stop()

@@ -100,7 +100,7 @@ def test_unacknowledged_work_holds_requests_back_until_acks_bring_it_down(
         await settle()
         assert w.scheduler.unacked_work() == 5  # two leases and three sends
         assert w.take() == [], "the engine got a request at KAFKA_MAX_UNACKED"
-        assert w.consumer.room() <= 0 and w.consumer.poll() == 0
+        assert w.consumer.rooms()[0] <= 0 and w.consumer.poll() == 0
         woken = w.engine._slot.nextcall.scheduled
         w.producer.acknowledge()
         w.left(a)

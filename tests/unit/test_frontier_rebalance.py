@@ -47,7 +47,7 @@ def test_buffered_records_of_a_partition_given_away_are_dropped(
         [kept] = w.take()
         assert kept.url == "https://b.test/"
         assert w.stats.get_value("frontier/stale_dropped") == 2
-        assert w.consumer.handed - w.consumer.taken == 1  # their room is free again
+        assert w.consumer.holding.held == 1  # their room is free again
         w.left(kept)
         assert w.committed(REQUESTS, 1) == 1
         assert w.committed(REQUESTS, 0) == 0  # its records were not finished here

@@ -132,27 +132,46 @@ def _full_loop() -> tuple[ConsumerLoop, FakeConsumer]:
     loop = ConsumerLoop(consumer, ["t"], buffer_size=8,  # type: ignore[arg-type]
                         commit_interval=1.0, deliver=lambda records: None,
                         call_from_thread=lambda f, *a: f(*a))
-    loop.handed = 8  # the buffer is full
+    loop.holding.fetched(["t"] * 8)  # the buffer is full
     return loop, consumer
 
 
-def test_a_full_buffer_still_fetches_the_urgent_topics_into_a_second_room() -> None:
+def _banded_loop() -> tuple[ConsumerLoop, FakeConsumer]:
     consumer = FakeConsumer(("t", "t.1", "seeds"))
     loop = ConsumerLoop(consumer, ["t", "t.1", "seeds"], buffer_size=8,  # type: ignore[arg-type]
                         commit_interval=1.0, deliver=lambda records: None,
                         call_from_thread=lambda f, *a: f(*a), urgent=frozenset({"t.1", "seeds"}))
-    loop.handed = 10  # the buffer is full, and 2 urgent records are over it
+    return loop, consumer
+
+
+def test_a_full_buffer_still_fetches_the_urgent_topics_into_a_room_of_their_own() -> None:
+    loop, consumer = _banded_loop()
+    loop.holding.fetched(["t"] * 8 + ["t.1"] * 2)  # the buffer is full, 2 urgent records over
     loop._poll_once()
     assert consumer.by_topic == {"t": True, "t.1": False, "seeds": False}
     assert consumer.polls == [6]
-    loop.handed = 16  # both rooms are full
+    loop.holding.fetched(["seeds"] * 6)  # both rooms are full
     loop._poll_once()
     assert consumer.by_topic == {"t": True, "t.1": True, "seeds": True}
 
 
+def test_a_backlog_of_urgent_records_alone_holds_one_buffer() -> None:
+    """Seeds filling the buffer get no second room: that room is for overtaking the
+    lowest band (CI: 487 seed records held with a buffer of 256)."""
+    loop, consumer = _banded_loop()
+    loop.holding.fetched(["seeds"] * 5 + ["t.1"] * 3)
+    loop._poll_once()
+    assert consumer.by_topic == {"t": True, "t.1": True, "seeds": True}
+    loop.holding.took("seeds")
+    loop.holding.took("t.1")
+    loop._poll_once()
+    assert consumer.by_topic == {"t": False, "t.1": False, "seeds": False}
+    assert consumer.polls[-1] == 2
+
+
 def test_a_full_buffer_that_empties_soon_is_not_paused() -> None:
     loop, consumer = _full_loop()
-    timer = threading.Timer(0.02, lambda: setattr(loop, "taken", 5))  # the reactor takes 5
+    timer = threading.Timer(0.02, lambda: setattr(loop.holding, "taken", 5))  # reactor takes 5
     timer.start()
     loop._poll_once()
     timer.join()
@@ -163,6 +182,6 @@ def test_a_buffer_that_stays_full_pauses_fetching() -> None:
     loop, consumer = _full_loop()
     loop._poll_once()
     assert consumer.paused == [True] and consumer.polls == [1]
-    loop.taken = 8
+    loop.holding.taken = 8
     loop._poll_once()
     assert consumer.paused == [True, False] and consumer.polls == [1, 8]

@@ -70,7 +70,7 @@ def test_a_high_priority_child_goes_to_its_band_and_is_fetched_first(
         assert worker.producer.acknowledge() == 1
         high = [v for (t, _p), values in worker.log.records.items() if t == HIGH for v in values]
         assert len(high) == 1 and b"/urgent" in high[0]
-        assert worker.consumer.room() <= 0  # the buffer is full of the low band...
+        assert worker.consumer.rooms()[0] <= 0  # the buffer is full of the low band...
         assert worker.consumer.poll() == 1  # ...and the high band is fetched all the same
         assert [r.url for r in worker.take()] == ["http://a.test/urgent"]
         low = sum(len(v) for (t, _p), v in worker.log.records.items() if t == REQUESTS)
