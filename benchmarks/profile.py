@@ -30,6 +30,7 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
     ("crawler/frontier/accounting.py", "ledger"),
     ("crawler/middlewares/ledger.py", "ledger"),
     ("crawler/ledger/", "ledger"),
+    ("crawler/statusindex/", "status index"),
     ("crawler/frontier/", "frontier"),
     ("crawler/_scrapy.py", "frontier"),
     ("crawler/dedup/", "dedup"),
@@ -47,7 +48,7 @@ SCRAPY = "Scrapy (and what it runs)"
 #: a client thread's condition); they are counted apart and given no CPU
 WAITING = "waiting"
 _WAITS = (("selectors.py", "select"), ("threading.py", "wait"), ("threading.py", "join"))
-ORDER = ("frontier", "dedup", "politeness", "ledger", "storage", "operations",
+ORDER = ("frontier", "dedup", "politeness", "ledger", "status index", "storage", "operations",
          "other crawler code", "spider", SCRAPY)
 _FILE = re.compile(r"\(([^():]+\.py)(?::\d+)?\)$")
 

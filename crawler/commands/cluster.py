@@ -11,6 +11,8 @@ not finished stays in Kafka for the next run of the same ``CRAWL_ID``.
 and what no counter explains (:mod:`crawler.ledger.report`; Kafka and MongoDB are read too).
 ``dashboard [CRAWL_ID] [--port P]`` serves the status as a live web page and
 ``/api/status`` on 127.0.0.1 (:mod:`crawler.operations.dashboard`; ``--port 0``: a free port).
+``trace CRAWL_ID URL [--json]`` prints what happened to one URL, from the crawl's status
+index in MongoDB (:mod:`crawler.operations.trace`).
 ``purge CRAWL_ID --yes`` removes every Redis key and Kafka topic of a crawl that has no
 live worker (:mod:`crawler.frontier.crawllife`); without ``--yes`` it only lists them.
 """
@@ -45,11 +47,11 @@ from crawler.frontier.config import heartbeat_interval
 from crawler.frontier.crawlstate import CrawlState, HeartbeatClock
 from crawler.ledger import report as ledger_report
 from crawler.ledger import sources as ledger_sources
-from crawler.operations import clusterview, dashboard, finishedview, proxyview
+from crawler.operations import clusterview, dashboard, finishedview, proxyview, trace
 from crawler.operations.clusterview import RateTracker, Snapshot
 from crawler.recovery import mirror as state_mirror
 
-ACTIONS = ("status", "report", "pause", "resume", "stop", "dashboard", "purge")
+ACTIONS = ("status", "report", "trace", "pause", "resume", "stop", "dashboard", "purge")
 CLEAR = "\033[H\033[2J"
 DASHBOARD_PORT = 8765
 HOSTS_BATCH = 1000  # fields of the proxy hosts hash per HSCAN
@@ -62,7 +64,7 @@ class Command(ScrapyCommand):
 
     def syntax(self) -> str:
         return ("status|report|pause|resume|stop|dashboard|purge [CRAWL_ID] [--json] [--watch] "
-                "[--port P] [--yes]")
+                "[--port P] [--yes] | trace CRAWL_ID URL [--json]")
 
     def short_desc(self) -> str:
         return scrapy_commands.CLUSTER
@@ -82,6 +84,9 @@ class Command(ScrapyCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if not args or args[0] not in ACTIONS:
             raise UsageError(f"name an action: {', '.join(ACTIONS)}")
+        if args[0] == "trace":
+            self.exitcode = self._trace(args[1:], opts)
+            return
         if len(args) > 2:
             raise UsageError(f"{args[0]} takes at most one CRAWL_ID")
         if args[0] == "purge" and len(args) < 2:
@@ -103,6 +108,24 @@ class Command(ScrapyCommand):
             self.exitcode = asyncio.run(_connected(action, settings, url, crawl, opts))
         except KeyboardInterrupt:
             self.exitcode = 0
+
+
+    def _trace(self, args: list[str], opts: argparse.Namespace) -> int:
+        if len(args) != 2:
+            raise UsageError("trace needs the CRAWL_ID and the URL: scrapy cluster trace "
+                             "CRAWL_ID URL [--json]")
+        assert self.settings is not None
+        crawl = _crawl_id(self.settings, args[0])
+        try:
+            found = asyncio.run(trace.lookup(self.settings, crawl, args[1]))
+        except LookupError as exc:
+            _fail(str(exc))
+            return 1
+        except Exception as exc:  # MongoDB unreachable, refused
+            _fail(f"cannot read the status index of crawl {crawl}: {exc}")
+            return 1
+        print(trace.as_json(found) if opts.json else trace.as_text(found))
+        return 0
 
 
 def _fail(message: str) -> None:

@@ -103,6 +103,11 @@ MONGO_TIMEOUT = 30.0  # seconds MongoDB may take to answer any command (socket t
 MONGO_WRITE_TIMEOUT = 20.0  # seconds a write may wait for its write concern (wtimeout)
 MONGO_INDEX_TIMEOUT = 300.0  # seconds the index creation at start-up may take
 
+# --- per-URL status index (MongoDB <CRAWL_ID>.urls; scrapy cluster trace) ---
+STATUS_INDEX_ENABLED = True  # distributed mode: record each URL's life
+STATUS_INDEX_TTL = 2_592_000.0  # seconds a URL's record lives after its last event (30 days)
+STATUS_INDEX_INTERVAL = 0.25  # seconds between the index's batched writes
+
 # --- single-node mode ---
 LOCAL_ITEMS_PATH = "output/%(crawl_id)s.jsonl"
 

@@ -12,6 +12,7 @@ waits for the ledger's batch (:mod:`crawler.ledger.recorder`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from scrapy import Request, signals
@@ -53,6 +54,8 @@ class Accounting:
 
     def __init__(self, crawler: Any, leases: LeaseRegistry, tally: Tally) -> None:
         self.crawler, self.leases, self.tally = crawler, leases, tally
+        #: what the status index keeps of a lease's last try (None: the index is off)
+        self.details: Callable[[Request], dict[str, Any]] | None = None
         self._seen_stats: dict[str, int] = {}
         crawler.signals.connect(self._told, outcomes.OUTCOME)
         for signal, name in _ITEM_SIGNALS:
@@ -60,7 +63,13 @@ class Accounting:
 
     def response(self, request: Request, response: Response) -> None:
         lease = self.leases.of(request)
-        if lease is not None and lease.outcome != outcomes.RETRIES_EXHAUSTED:
+        if lease is None:
+            return
+        if self.details is not None:
+            lease.details = {**self.details(request), "status": response.status}
+            if lease.request is not None and response.url != lease.request.url:
+                lease.details["redirected_to"] = response.url
+        if lease.outcome != outcomes.RETRIES_EXHAUSTED:
             lease.outcome = outcomes.fetched(response.status)
 
     def _told(self, request: Request, outcome: str, **_: Any) -> None:
@@ -70,6 +79,9 @@ class Accounting:
 
     def failed(self, request: Request, exception: BaseException) -> None:
         """*request*'s download ended with *exception* (hooked by the scheduler)."""
+        lease = self.leases.of(request)
+        if lease is not None and self.details is not None:
+            lease.details = self.details(request)
         self._told(request, outcomes.of_exception(exception))
 
     def _item_handler(self, name: str) -> Any:

@@ -92,6 +92,7 @@ class Lease:
     request: Any = None  # the request of a frontier record, for re-queueing
     outcome: str = ""  # what became of the record, for the ledger (crawler.ledger.outcomes)
     items: dict[str, int] | None = None  # the items its page gave, by what became of them
+    details: dict[str, Any] | None = None  # its last try (status, attempts, proxy): the index
 
     @property
     def tp(self) -> Partition:

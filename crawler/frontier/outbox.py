@@ -57,6 +57,11 @@ class Send(Protocol):
     ) -> None: ...
 
 
+class Queued(Protocol):
+    def __call__(self, request: Request, topic: str, partition: int, offset: int,
+                 op: int) -> None: ...
+
+
 @dataclass(slots=True)
 class _Pending:
     request: Request
@@ -96,6 +101,9 @@ class Outbox:
         self._in_progress: set[bytes] = set()
         self._tasks = Tasks("dupefilter")
         self._local_hits = 0  # added to the stats by flush_stats(): the hot path stays cheap
+        #: told of each request the broker took, with its barrier operation to end (the
+        #: status index: :meth:`crawler.statusindex.IndexHooks.queued`); None: ended here
+        self.queued: Queued | None = None
 
     def submit(self, request: Request, fingerprint: bytes, *, filtered: bool = True) -> bool:
         """Queue *request*; False if this worker already knows it is a duplicate."""
@@ -224,9 +232,9 @@ class Outbox:
         self.dead_letter(reason, request.url.encode(), {"url": request.url}, logged=True)
 
     def _produce(self, pending: _Pending) -> None:
-        value = pending.value
-        self._send(self.topic_for(pending.request), self.key_for(pending.request), value,
-                   lambda _p, _o: self._sent(pending),
+        value, topic = pending.value, self.topic_for(pending.request)
+        self._send(topic, self.key_for(pending.request), value,
+                   lambda partition, offset: self._sent(pending, topic, partition, offset),
                    rejected=lambda exc: self._refused(pending, len(value), exc))
 
     def _refused(self, pending: _Pending, size: int, exc: BaseException) -> None:
@@ -234,9 +242,12 @@ class Outbox:
         self.refused(pending.request, size, exc)
         self.barrier.end(pending.op)
 
-    def _sent(self, pending: _Pending) -> None:
+    def _sent(self, pending: _Pending, topic: str, partition: int, offset: int) -> None:
         self.stats.inc_value("frontier/produced")
-        self.barrier.end(pending.op)
+        if self.queued is None:
+            self.barrier.end(pending.op)
+        else:
+            self.queued(pending.request, topic, partition, offset, pending.op)
         if pending.after is not None:
             self._to_record.append(pending.fingerprint)
             if len(self._to_record) == 1:

@@ -72,6 +72,7 @@ from crawler.politeness.hostlimit import (
 )
 from crawler.recovery import StateGuard, watch_filter
 from crawler.security.trusted import TRUSTED
+from crawler.statusindex.worker import WorkerIndex, open_index
 
 logger = logging.getLogger(__name__)
 __all__ = ["LEASE_KEY", "KafkaScheduler"]
@@ -102,6 +103,7 @@ class KafkaScheduler(Records, BaseScheduler):
         self.startup = startup.StartupWatch(crawler)  # logs where the start-up went
         self.redis: aioredis.Redis | None = None
         self.recorder: LedgerRecorder | None = None  # the crawl ledger in Redis, once open
+        self.index: WorkerIndex | None = None  # the status index in MongoDB, once open
         self.host_limit = host_limit if host_limit is not None and host_limit.enabled else None
         self.hosts: HostWaits | None = None  # cluster-wide per-host limits (HOSTLIMIT_*)
         self._tasks = Tasks("frontier")  # heartbeats and seed claims
@@ -149,6 +151,7 @@ class KafkaScheduler(Records, BaseScheduler):
         channels = await asyncio.to_thread(self.transport.connect, self.worker,
                                            self._on_records, self.unacked_work)
         startup.mark("topics")
+        self.index = await open_index(self.crawler, cfg.crawl_id, self.barrier)
         self.recorder = LedgerRecorder(self.redis, cfg.crawl_id, self.barrier,
                                        committed=channels.consumer.committed,
                                        on_read=self._ledger_read)
@@ -209,6 +212,9 @@ class KafkaScheduler(Records, BaseScheduler):
         self.crawler.signals.connect(self._response_received, signals.response_received)
         self.crawler.signals.connect(self._spider_idle, signals.spider_idle)
         self.crawler.signals.connect(self._unit_freed, UNIT_FREED)
+        if self.index is not None:  # before the first record
+            self.index.attach(worker=self.worker, accounting=self.accounting,
+                              outbox=self.outbox)
         self.sender.start()
         self.consumer.start()
         heartbeats: Heartbeats = state
@@ -253,6 +259,7 @@ class KafkaScheduler(Records, BaseScheduler):
             await asyncio.sleep(0.05)
         self.outbox.flush_stats()
         self.accounting.stats_growth(self.stats.get_stats())
+        await self._close_index(max(deadline - time.monotonic(), 1.0))
         if self.recorder is not None:
             await self.recorder.close(max(deadline - time.monotonic(), 1.0))
         self.consumer.stop()
@@ -273,12 +280,18 @@ class KafkaScheduler(Records, BaseScheduler):
     async def _release_redis(self) -> None:
         """Give the worker's Redis pool back (the last of its users closes it), and the
         state guard's MongoDB client."""
+        await self._close_index(1.0)  # an open that failed half-way
         guard, self.guard = self.guard, None
         if guard is not None:
             await guard.close()
         client, self.redis = self.redis, None
         if client is not None:
             await shared.release_redis(self.crawler, client)
+
+    async def _close_index(self, timeout: float) -> None:
+        index, self.index = self.index, None
+        if index is not None:
+            await index.close(timeout)
 
     def _acks_to_wait_for(self) -> bool:
         """Whether closing should wait: work may still be acknowledged (none can once
@@ -341,6 +354,8 @@ class KafkaScheduler(Records, BaseScheduler):
     def _lease_ended(self, lease: Lease) -> None:
         self.consumer.holding.took(lease.topic)  # its record no longer takes room
         self.accounting.ended(lease)  # before its ack: the ack waits for the ledger
+        if self.index is not None and self.index.hooks is not None:
+            self.index.hooks.ended(lease)  # and for the status index
 
     def _ack(self, lease: Lease) -> None:
         self.consumer.ack(lease.tp, lease.offset, lease.epoch)

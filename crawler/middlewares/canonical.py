@@ -32,6 +32,7 @@ from crawler.config import readers as config
 from crawler.config.readers import SettingError
 from crawler.frontier.canonical import CanonicalRules
 from crawler.frontier.traps import PATH_REPEATS, TrapRules
+from crawler.statusindex.signals import filtered
 
 logger = logging.getLogger(__name__)
 LOG_FIRST, LOG_EVERY = 10, 1000  # drops logged: the first ones, then 1 in N
@@ -106,6 +107,7 @@ class CanonicalLinksMiddleware(_Counted, BaseSpiderMiddleware):
             self._inc("canonical/links_rewritten")
         if self.policy.traps.repeats(request.url):
             self._dropped(f"urltrap/{PATH_REPEATS}", "link", request.url, PATH_REPEATS)
+            filtered(self.crawler, request, PATH_REPEATS)
             return None
         return request
 

@@ -11,6 +11,8 @@ from scrapy import Request
 from scrapy.http import Response
 from scrapy.spidermiddlewares.depth import DepthMiddleware
 
+from crawler.statusindex.signals import filtered
+
 DEPTH_LIMIT_META = "depth_limit"
 
 
@@ -30,9 +32,12 @@ class SeedDepthMiddleware(DepthMiddleware):
             request.meta.setdefault(DEPTH_LIMIT_META, inherited)
         processed = super().get_processed_request(request, response)
         if processed is None or response is None:
+            if processed is None:  # past DEPTH_LIMIT
+                filtered(self.crawler, request, "depth")
             return processed
         limit = _limit(processed.meta.get(DEPTH_LIMIT_META))
         if limit is not None and int(processed.meta.get("depth", 0)) > limit:
             self.stats.inc_value("depth/request_ignored_count")
+            filtered(self.crawler, request, "depth")
             return None
         return processed

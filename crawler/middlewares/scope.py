@@ -9,12 +9,22 @@ from __future__ import annotations
 
 from scrapy import Request, Spider
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.frontier.scope import scope_of
+from crawler.statusindex.signals import filtered
 
 
 class ScopeOffsiteMiddleware(OffsiteMiddleware):
+    def request_scheduled(self, request: Request, spider: Spider) -> None:
+        """A link dropped before the frontier: the status index hears why."""
+        try:
+            super().request_scheduled(request, spider)
+        except IgnoreRequest:
+            filtered(self.crawler, request, "offsite")
+            raise
+
     def should_follow(self, request: Request, spider: Spider) -> bool:
         if super().should_follow(request, spider):
             return True

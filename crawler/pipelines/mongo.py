@@ -30,6 +30,8 @@ from crawler.config import defaults
 from crawler.config.readers import mask_url
 from crawler.connections import shared
 from crawler.connections.clients import ServiceUnavailable, check_mongo, mongo_client
+from crawler.statusindex.config import IndexConfig
+from crawler.statusindex.signals import ITEM_STORED
 from crawler.storage.errors import describe
 from crawler.storage.settings import StorageConfig
 from crawler.storage.writer import (
@@ -58,6 +60,12 @@ logger = logging.getLogger(__name__)
 _DOC_LIMIT = 16 * 1024 * 1024  # until the server's hello says otherwise
 
 
+def _stored_signal(crawler: Crawler) -> Callable[[Any, str, str], None]:
+    def stored(item: Any, collection: str, key: str) -> None:
+        crawler.signals.send_catch_log(ITEM_STORED, item=item, collection=collection, key=key)
+    return stored
+
+
 class MongoPipeline:
     """Upsert items into ``MONGO_DATABASE``.``<crawl id>`` in batches, exactly once."""
 
@@ -78,9 +86,11 @@ class MongoPipeline:
         index_timeout: float = defaults.MONGO_INDEX_TIMEOUT,
         connect: Callable[[], AsyncMongoClient[dict[str, Any]]] | None = None,
         release: Callable[[AsyncMongoClient[dict[str, Any]]], Awaitable[None]] | None = None,
+        stored: Callable[[Any, str, str], None] | None = None,
     ) -> None:
         """*connect* gives the client at :meth:`open_spider`, *release* takes it back at
-        :meth:`close_spider`; by default the pipeline builds its own and closes it."""
+        :meth:`close_spider`; by default the pipeline builds its own and closes it.
+        *stored(item, collection, key)* hears of each item written (the status index)."""
         self.uri, self.database, self.collection_name = uri, database, collection
         self.params = dict(params or {})  # MONGO_PARAMS
         self.batch_size, self.batch_timeout = batch_size, batch_timeout
@@ -91,7 +101,7 @@ class MongoPipeline:
         self.connect_timeout, self.index_timeout = connect_timeout, index_timeout
         self.timeout, self.write_timeout = timeout, write_timeout
         self._fingerprinter = fingerprinter
-        self._connect, self._release = connect, release
+        self._connect, self._release, self._stored = connect, release, stored
         self._client: AsyncMongoClient[dict[str, Any]] | None = None
         self._doc_limit = _DOC_LIMIT
         self._writer = BatchWriter(uri=uri, batch_size=batch_size, batch_timeout=batch_timeout,
@@ -122,6 +132,8 @@ class MongoPipeline:
             index_timeout=cfg.index_timeout,
             connect=partial(shared.mongo_for, crawler),
             release=partial(shared.release_mongo, crawler),
+            stored=_stored_signal(crawler) if IndexConfig.from_settings(
+                crawler.settings).enabled else None,
         )
 
     async def open_spider(self, spider: Spider | None = None) -> None:
@@ -175,6 +187,8 @@ class MongoPipeline:
         adapter = ItemAdapter(item)
         key = self._key(adapter)
         await self._writer.add(key, self._encode(key, adapter))
+        if self._stored is not None:
+            self._stored(item, f"{self.database}.{self.collection_name}", key)
         return item
 
     async def close_spider(self, spider: Spider | None = None) -> None:

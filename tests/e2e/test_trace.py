@@ -1,0 +1,105 @@
+"""``scrapy cluster trace`` answers for every URL of a crawl that lost a worker to ``kill -9``.
+
+Three workers at the defaults crawl a site with every way a URL can end (the ledger's site,
+plus a calendar-like path trap); one is killed with ``kill -9`` mid-crawl. Then, from the
+status index (``<CRAWL_ID>.urls``): every stored page names a worker that stored it, the
+offsite link and the trap say why they were filtered, the page that always fails says how
+many attempts it had, a ``utm_`` variant answers for its canonical URL, and a URL the crawl
+never saw is ``unknown``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pymongo import MongoClient
+from scrapy.settings import Settings
+from servers.ledgersite import LedgerSite
+
+from crawler.localstack.demo import running, wait_all, worker_logs
+from crawler.operations import trace
+
+SPIDER = Path(__file__).parent.parent / "spiders" / "ledger.py"
+OFFSITE = "http://127.0.0.9:9/elsewhere"
+TRAP = "/cal/2026/x/x/x/x/"  # "x" four times: past URLTRAP_MAX_SEGMENT_REPEATS (3)
+
+
+class TraceSite(LedgerSite):
+    """The ledger's site, its home page linking a path trap too."""
+
+    def answer(self, path: str) -> tuple[int, dict[str, str], bytes]:
+        status, headers, body = super().answer(path)
+        if path == "/":
+            body = body.replace(b"</body>", f'<a href="{TRAP}">cal</a></body>'.encode())
+        return status, headers, body
+
+
+def _cli(crawl_id: str, url: str, env: dict[str, str]) -> dict[str, Any]:
+    full = {**os.environ, "SCRAPY_SETTINGS_MODULE": "crawler.settings", **env}
+    done = subprocess.run([sys.executable, "-m", "scrapy", "cluster", "trace", crawl_id, url,
+                           "--json"], env=full, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout))
+
+
+def _wait(what: str, check: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def _pid(worker: str) -> int:
+    return int(worker.split(":")[-2])  # host:pid:hex (crawler.config.keys.worker_id)
+
+
+def test_trace_answers_for_every_url_after_a_kill(stack: Any, crawl_id: str,
+                                                  tmp_path: Path) -> None:
+    site = TraceSite(offsite=OFFSITE).start()
+    env = {**stack.env(), "CRAWL_ID": crawl_id}
+    cmd = [sys.executable, "-m", "scrapy", "runspider", str(SPIDER),
+           "-a", f"start_urls={site.base}/"]
+    mongo = MongoClient(env["MONGO_URI"])
+    items = mongo["crawler"][crawl_id]
+    try:
+        with running(3, cmd, env, tmp_path / "logs") as workers:
+            pids = {w.process.pid for w in workers}
+            _wait("100 pages stored", lambda: items.estimated_document_count() >= 100, 180)
+            os.kill(workers[0].process.pid, signal.SIGKILL)
+            workers[0].process.wait()
+            assert wait_all(workers[1:], timeout=300) == [0, 0], worker_logs(workers)[-5000:]
+        stored = [d["url"] for d in items.find({}, {"url": 1})]
+        settings = Settings({"MONGO_URI": env["MONGO_URI"]})
+        traces = [asyncio.run(trace.lookup(settings, crawl_id, url)) for url in stored]
+        offsite, trap = _cli(crawl_id, OFFSITE, env), _cli(crawl_id, site.base + TRAP, env)
+        flaky = _cli(crawl_id, f"{site.base}/flaky", env)
+        variant = _cli(crawl_id, f"{site.base}/p/3?utm_source=mail", env)
+        unknown = _cli(crawl_id, f"{site.base}/never/linked", env)
+    finally:
+        site.stop()
+        mongo.close()
+    assert len(stored) == len(site.pages()) - 1  # /odd is rejected
+    lost = [t["url"] for t in traces if t["state"] != "stored"]
+    assert not lost, lost[:5]
+    for found in traces:
+        by = {_pid(e["worker"]) for e in found["events"] if e["event"] == "stored"}
+        assert by and by <= pids, found
+    killed = [t for t in traces if any(_pid(e["worker"]) == workers[0].process.pid
+                                       for e in t["events"] if e["event"] == "stored")]
+    assert killed, "the killed worker stored nothing before the kill: the test proves less"
+    assert offsite["state"] == "filtered" and offsite["reason"] == "offsite", offsite
+    assert offsite["linked_from"] == site.base + "/", offsite
+    assert trap["state"] == "filtered" and trap["reason"] == "path_repeats", trap
+    assert flaky["state"] == "failed" and flaky["reason"] == "retries", flaky
+    assert {e["attempts"] for e in flaky["events"] if e["event"] == "failed"} == {3}, flaky
+    assert variant["url"] == f"{site.base}/p/3" and variant["state"] == "stored", variant
+    assert [e["event"] for e in variant["events"]][:2] == ["discovered", "queued"], variant
+    assert unknown == {"url": f"{site.base}/never/linked", "state": "unknown", "events": []}
