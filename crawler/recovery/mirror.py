@@ -69,11 +69,12 @@ class StateMirror:
 
 
 async def purge(settings: Any, crawl_id: str) -> bool:
-    """Drop crawl *crawl_id*'s state copy (``scrapy cluster purge``): run again, the crawl
-    starts anew instead of being taken for one whose Redis lost its state. False without
-    MongoDB settings."""
+    """Drop crawl *crawl_id*'s state copy and its status index (``scrapy cluster purge``):
+    run again, the crawl starts anew instead of being taken for one whose Redis lost its
+    state, and no URL answers for the old run. False without MongoDB settings."""
     from crawler.connections.clients import mongo_client_from
     from crawler.connections.options import MongoOptions
+    from crawler.statusindex import collection_of as urls_of
     from crawler.storage.settings import StorageConfig
 
     storage = StorageConfig.from_settings(settings, crawl_id)
@@ -81,7 +82,9 @@ async def purge(settings: Any, crawl_id: str) -> bool:
         return False
     client = mongo_client_from(MongoOptions.from_settings(settings))
     try:
-        await client[storage.database].drop_collection(collection_of(crawl_id))
+        database = client[storage.database]
+        await database.drop_collection(collection_of(crawl_id))
+        await database.drop_collection(urls_of(crawl_id))
     finally:
         await client.close()
     return True

@@ -74,6 +74,7 @@ def test_purge_removes_one_crawl_and_nothing_of_another(stack, crawl_id):
     with MongoClient(env["MONGO_URI"]) as mongo:  # the copy of each crawl's state
         for crawl in (crawl_id, other):
             mongo["crawler"][f"{crawl}.state"].insert_one({"_id": "seed_key", "key": "k"})
+            mongo["crawler"][f"{crawl}.urls"].insert_one({"_id": "http://a.test/"})
     dry = purge(env, crawl_id)  # without --yes: lists, removes nothing
     assert dry.returncode == 1, dry.stderr[-2000:]
     assert f"would remove {len(before)} Redis keys" in dry.stdout, dry.stdout
@@ -90,6 +91,7 @@ def test_purge_removes_one_crawl_and_nothing_of_another(stack, crawl_id):
     with MongoClient(env["MONGO_URI"]) as mongo:  # run again, the crawl starts anew
         names = set(mongo["crawler"].list_collection_names())
     assert f"{crawl_id}.state" not in names and f"{other}.state" in names, names
+    assert f"{crawl_id}.urls" not in names and f"{other}.urls" in names, names  # the index
     assert set(crawllife.topics_of(other)) <= left
     print(done.stdout)  # the sample in docs/cluster.md comes from here (pytest -s)
 
