@@ -98,6 +98,7 @@ class DistributedAddon:
         middlewares.setdefault("crawler.middlewares.network.NetworkGuardMiddleware", 950)
         # redirects in canonical form and held to the URL traps, both modes (docs/urls.md)
         middlewares.setdefault("crawler.middlewares.canonical.CanonicalRedirectMiddleware", 40)
+        middlewares.setdefault("crawler.middlewares.warc.WarcMiddleware", 30)  # WARC_ENABLED
         settings.set("DOWNLOADER_MIDDLEWARES", middlewares, PRIORITY)
         spider = settings.getdict("SPIDER_MIDDLEWARES")  # every link: after depth, before length
         spider.setdefault("crawler.middlewares.canonical.CanonicalLinksMiddleware", 850)

@@ -223,3 +223,10 @@ DOWNLOAD_ERROR_TRACEBACKS = False  # True: a timeout, reset or size cut logs its
 BROWSER_ENABLED = False  # True: requests with meta["playwright"] are rendered in Chromium
 BROWSER_EXECUTABLE = "chromium"  # Chromium's path, or a name looked up on PATH
 BROWSER_CONCURRENCY = 4  # pages open at once in one worker, every browser context together
+
+# --- WARC archive (docs/warc.md) ---
+WARC_ENABLED = False  # True: each fetched page's request and response go to WARC files
+WARC_DIR = "warc"  # the directory of this worker's WARC files (relative: to the working dir)
+WARC_PREFIX = ""  # the start of each WARC file's name; empty: the crawl id
+WARC_MAX_SIZE = 1_000_000_000  # bytes (gzipped) after which a WARC file is closed (Heritrix's)
+WARC_FLUSH_INTERVAL = 0.05  # seconds between two fsyncs; the pages waiting meanwhile share one

@@ -55,6 +55,12 @@ class CrawlKeys:
         return self.prefix + "recrawl:due"
 
     @property
+    def warc_digests(self) -> str:
+        """Hash: fingerprint (hex) -> ``<payload digest> <WARC-Date>`` of the URL's last
+        full WARC capture, for revisit records (:mod:`crawler.archive.digests`)."""
+        return self.prefix + "warc:digests"
+
+    @property
     def ledger(self) -> str:
         """Hash: the crawl ledger's counters (:mod:`crawler.ledger`)."""
         return self.prefix + "ledger"

@@ -1,11 +1,15 @@
-"""``scrapy cluster trace`` answers for every URL of a crawl that lost a worker to ``kill -9``.
+"""``scrapy cluster trace`` answers for every URL, and the WARC files hold every page, of a
+crawl that lost a worker to ``kill -9``.
 
-Three workers at the defaults crawl a site with every way a URL can end (the ledger's site,
-plus a calendar-like path trap); one is killed with ``kill -9`` mid-crawl. Then, from the
-status index (``<CRAWL_ID>.urls``): every stored page names a worker that stored it, the
-offsite link and the trap say why they were filtered, the page that always fails says how
-many attempts it had, a ``utm_`` variant answers for its canonical URL, and a URL the crawl
-never saw is ``unknown``.
+Three workers at the defaults plus ``WARC_ENABLED`` crawl a site with every way a URL can end
+(the ledger's site, plus a calendar-like path trap); one is killed with ``kill -9`` mid-crawl.
+Then, from the status index (``<CRAWL_ID>.urls``): every stored page names a worker that
+stored it, the offsite link and the trap say why they were filtered, the page that always
+fails says how many attempts it had, a ``utm_`` variant answers for its canonical URL, and a
+URL the crawl never saw is ``unknown``. And from the WARC files, once the killed worker's
+file is repaired as the next worker on the host would: ``warcio check`` passes on each, every
+stored page has a response (or revisit) record, and a page has more than one only if the
+index shows it fetched more than once (a re-delivery after the kill).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from pymongo import MongoClient
 from scrapy.settings import Settings
 from servers.ledgersite import LedgerSite
 
+from crawler.archive import WriterId, prepare_directory
+from crawler.config.keys import worker_id
 from crawler.localstack.demo import running, wait_all, worker_logs
 from crawler.operations import trace
 
@@ -57,6 +63,30 @@ def _wait(what: str, check: Any, timeout: float) -> None:
         time.sleep(0.2)
 
 
+def _warc_pages(directory: Path) -> tuple[list[Path], dict[str, list[int]]]:
+    """The WARC files of *directory* (each passing ``warcio check`` and ``gzip -t``: warcio
+    does not see a cut last member) and their response and revisit records per URL: the PID
+    of each record's writer."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    files = sorted(directory.glob("*.warc.gz"))
+    counts: dict[str, list[int]] = {}
+    for path in files:
+        writer = WriterId.of_file(path.name)
+        assert writer is not None, path
+        for tool in (["warcio", "check", str(path)], ["gzip", "-t", str(path)]):
+            done = subprocess.run([str(Path(sys.executable).parent / tool[0]), *tool[1:]]
+                                  if tool[0] == "warcio" else tool, capture_output=True,
+                                  text=True, timeout=120)
+            assert done.returncode == 0, (tool, done.stdout[-2000:], done.stderr[-2000:])
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream):
+                if record.rec_type in ("response", "revisit"):
+                    url = record.rec_headers.get_header("WARC-Target-URI")
+                    counts.setdefault(url, []).append(writer.pid)
+    return files, counts
+
+
 def _pid(worker: str) -> int:
     return int(worker.split(":")[-2])  # host:pid:hex (crawler.config.keys.worker_id)
 
@@ -65,8 +95,9 @@ def test_trace_answers_for_every_url_after_a_kill(stack: Any, crawl_id: str,
                                                   tmp_path: Path) -> None:
     site = TraceSite(offsite=OFFSITE).start()
     env = {**stack.env(), "CRAWL_ID": crawl_id}
+    warc = tmp_path / "warc"  # WARC_DIR: not the default "warc" of the working directory
     cmd = [sys.executable, "-m", "scrapy", "runspider", str(SPIDER),
-           "-a", f"start_urls={site.base}/"]
+           "-a", f"start_urls={site.base}/", "-s", "WARC_ENABLED=True", "-s", f"WARC_DIR={warc}"]
     mongo = MongoClient(env["MONGO_URI"])
     items = mongo["crawler"][crawl_id]
     try:
@@ -83,6 +114,12 @@ def test_trace_answers_for_every_url_after_a_kill(stack: Any, crawl_id: str,
         flaky = _cli(crawl_id, f"{site.base}/flaky", env)
         variant = _cli(crawl_id, f"{site.base}/p/3?utm_source=mail", env)
         unknown = _cli(crawl_id, f"{site.base}/never/linked", env)
+        repaired = prepare_directory(warc, WriterId.of_worker(worker_id()))  # the killed one's
+        files, records = _warc_pages(warc)
+        again = {url: pids for url, pids in records.items() if len(pids) > 1}
+        fetches = {url: sum(e["event"] == "fetched" for e in
+                            asyncio.run(trace.lookup(settings, crawl_id, url))["events"])
+                   for url in again}
     finally:
         site.stop()
         mongo.close()
@@ -103,3 +140,14 @@ def test_trace_answers_for_every_url_after_a_kill(stack: Any, crawl_id: str,
     assert variant["url"] == f"{site.base}/p/3" and variant["state"] == "stored", variant
     assert [e["event"] for e in variant["events"]][:2] == ["discovered", "queued"], variant
     assert unknown == {"url": f"{site.base}/never/linked", "state": "unknown", "events": []}
+    assert len(repaired) == 1 and len(files) >= 3, (repaired, files)
+    assert not [url for url in stored if url not in records], "stored pages with no record"
+    victim = workers[0].process.pid
+    # a page archived twice: the killed worker archived it and did not live to ack it, or
+    # the index shows it fetched (its lease ended) more than once
+    odd = {url: pids for url, pids in again.items() if victim not in pids and fetches[url] < 2}
+    assert not odd, odd
+    beyond = sum(len(pids) - 1 for pids in again.values())
+    print(f"WARC: {sum(map(len, records.values()))} response/revisit records for "
+          f"{len(records)} pages, {beyond} beyond one ({sum(victim in p for p in again.values())}"
+          f" pages the killed worker archived), {len(files)} files, repaired {repaired}")

@@ -26,6 +26,7 @@ PINNED = {
     "bloom": "{c-1}:bloom",
     "workers": "{c-1}:workers",
     "ledger": "{c-1}:ledger",
+    "warc_digests": "{c-1}:warc:digests",
     "scope": "{c-1}:scope",
     "finished": "{c-1}:finished",
     "run_started": "{c-1}:run-started",
