@@ -22,7 +22,7 @@ import logging
 from typing import Any, Self
 
 from redis.exceptions import RedisError
-from scrapy import Request, exceptions
+from scrapy import Request, exceptions, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -54,6 +54,14 @@ class NetworkGuardMiddleware:
                  resolver: GuardedResolver) -> None:
         self.crawler, self.policy, self.resolver = crawler, policy, resolver
         self.refusals = 0
+        crawler.signals.connect(self._scheduled, signals.request_scheduled)
+
+    def _scheduled(self, request: Request, spider: Any = None) -> None:
+        """A start request's host is trusted as soon as it is scheduled: before robots.txt
+        (order 100, ahead of this middleware) fetches that host's rules. Single-node mode
+        (distributed mode trusts a seed's host when a worker claims it)."""
+        if request.meta.get("is_start_request"):
+            TRUSTED.trust_local(urlparse_cached(request).hostname or "")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:

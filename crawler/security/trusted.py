@@ -38,6 +38,11 @@ class TrustedHosts:
     def knows(self, host: str) -> bool:
         return _normal(host) in self.local
 
+    def trust_local(self, host: str) -> None:
+        """Trust *host* in this worker only (a start request of its own spider)."""
+        if host:
+            self.local.add(_normal(host.strip("[]")))
+
     def trust_proxy(self, proxy_url: str) -> None:
         """A proxy's host (the operator's, or the spider's choice): its connection goes
         through the guarded resolver too, which must not refuse it (this worker only)."""
