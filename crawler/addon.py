@@ -103,9 +103,11 @@ class DistributedAddon:
         spider = settings.getdict("SPIDER_MIDDLEWARES")  # every link: after depth, before length
         spider.setdefault("crawler.middlewares.canonical.CanonicalLinksMiddleware", 850)
         spider.setdefault("crawler.middlewares.sitemaps.SitemapMiddleware", 950)  # next to it
+        spider.setdefault("crawler.extensions.tracing.TracingMiddleware", 10)  # outermost: spans
         settings.set("SPIDER_MIDDLEWARES", spider, PRIORITY)
         extensions = settings.getdict("EXTENSIONS")  # a failed download in one line
         extensions.setdefault("crawler.extensions.downloadlog.DownloadErrorLog", 100)
+        extensions.setdefault("crawler.extensions.tracing.Tracing", 110)  # OTEL_…: docs/tracing.md
         settings.set("EXTENSIONS", extensions, PRIORITY)
         browser.apply(settings, PRIORITY)  # BROWSER_ENABLED: scrapy-playwright, both modes
         if distributed(settings):

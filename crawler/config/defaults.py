@@ -224,6 +224,10 @@ BROWSER_ENABLED = False  # True: requests with meta["playwright"] are rendered i
 BROWSER_EXECUTABLE = "chromium"  # Chromium's path, or a name looked up on PATH
 BROWSER_CONCURRENCY = 4  # pages open at once in one worker, every browser context together
 
+# --- tracing (docs/tracing.md; needs the otel extra; also read from the environment variable) ---
+OTEL_EXPORTER_OTLP_ENDPOINT = ""  # an OTLP/HTTP receiver, http://host:4318; empty: no tracing
+OTEL_SERVICE_NAME = "scrapy-fleet"  # the spans' service.name
+
 # --- WARC archive (docs/warc.md) ---
 WARC_ENABLED = False  # True: each fetched page's request and response go to WARC files
 WARC_DIR = "warc"  # the directory of this worker's WARC files (relative: to the working dir)
