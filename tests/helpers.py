@@ -8,8 +8,11 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -134,3 +137,15 @@ def trust_seed_host(redis_url: str, crawl_id: str, host: str) -> None:
         client.sadd(CrawlKeys(crawl_id).seed_hosts, host)
     finally:
         client.close()
+
+
+@contextmanager
+def http_site(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """*handler* served on a free loopback port in a thread: its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

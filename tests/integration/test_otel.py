@@ -16,15 +16,15 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import http_site
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 from support.otlp_receiver import ReceivedSpan, otlp_receiver
@@ -105,13 +105,8 @@ class _Site(BaseHTTPRequestHandler):
 def serving() -> Iterator[str]:
     """The site on a free port: its base URL."""
     _Site.closed_port = free_port()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_site(_Site) as base:
+        yield base
 
 
 def crawl(tmp_path: Path, start: str, endpoint: str,

@@ -25,14 +25,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import require
+from helpers import http_site, require
 from scrapy import Spider
 from scrapy.utils.test import get_crawler
 from warcio.archiveiterator import ArchiveIterator
@@ -93,13 +92,8 @@ class _Site(BaseHTTPRequestHandler):
 @pytest.fixture
 def site() -> Iterator[str]:
     _Site.changing = 0
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_site(_Site) as base:
+        yield base
 
 
 SPIDER = """
