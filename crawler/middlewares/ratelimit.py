@@ -54,7 +54,7 @@ from crawler.politeness.ratelimiter import (
     normal_host,
 )
 from crawler.politeness.tokenbucket import Limit
-from crawler.politeness.unit import politeness_unit
+from crawler.politeness.unit import looked_up, politeness_unit
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -151,6 +151,7 @@ class RateLimitMiddleware(AdaptiveResponses):
         name = normal_host(urlparse_cached(request).hostname or "")
         if not name:
             return None
+        await looked_up(self.unit, name)  # POLITENESS_UNIT=ip: the name's address first
         host = self.unit(name)  # what the bucket counts: POLITENESS_UNIT
         gap = max(self.crawl_delays.get(name, 0.0), self.host_delay, self.latency.gap(host))
         limit = self._limit(host, gap)
