@@ -153,7 +153,9 @@ class Completion:
         timeout = self.idle_timeout
         if not drained:
             self.drained_since = None
-            if timeout and local.idle and local.lag == 0 and local.assigned:
+            # an idle worker follows a close: one with no lag, or one with no partitions at
+            # all (CI: its consumer never finished joining and it ran on after the others)
+            if timeout and local.idle and (local.lag == 0 or not local.assigned):
                 await self._follow(now)
             return
         mono = time.monotonic()

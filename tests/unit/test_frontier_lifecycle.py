@@ -8,6 +8,8 @@ import asyncio
 from conftest import HIGH, REQUESTS, SEEDS, MakeWorker, put, settle
 from scrapy import Request
 
+from crawler.frontier.crawllife import Finished
+
 
 def test_a_worker_is_idle_only_once_everything_it_holds_is_acknowledged(
         make_worker: MakeWorker) -> None:
@@ -129,5 +131,23 @@ def test_a_worker_missing_a_partition_keeps_the_crawl_open(make_worker: MakeWork
             await completion.beat()
             await asyncio.sleep(0.1)
         assert completion.status == "1 partitions unassigned" and not w.engine.closed
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_without_partitions_follows_a_crawl_another_worker_closed(
+        make_worker: MakeWorker) -> None:
+    """CI: a worker whose consumer never finished joining the group (no partitions) ran on for
+    300 s after the other two had finished the crawl and exited."""
+    async def scenario() -> None:
+        w = make_worker(assign=[], CRAWL_IDLE_TIMEOUT=0.2, CRAWL_HEARTBEAT_INTERVAL=0.1)
+        completion = w.scheduler.lifecycle.completion
+        assert completion is not None
+        await completion.beat()
+        assert not w.engine.closed and completion.started is not None
+        w.state.finished = Finished(completion.started + 1, completion.started + 1)
+        await completion.beat()
+        await settle()
+        assert w.engine.closed == ["finished"]
 
     asyncio.run(scenario())
