@@ -102,7 +102,7 @@ class Outbox:
         self._tasks = Tasks("dupefilter")
         self._local_hits = 0  # added to the stats by flush_stats(): the hot path stays cheap
         #: told of each request the broker took, with its barrier operation to end (the
-        #: status index: :meth:`crawler.statusindex.IndexHooks.queued`); None: ended here
+        #: status index: :meth:`crawler.statusindex.hooks.IndexHooks.queued`); None: ended here
         self.queued: Queued | None = None
 
     def submit(self, request: Request, fingerprint: bytes, *, filtered: bool = True) -> bool:
