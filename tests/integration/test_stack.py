@@ -24,6 +24,7 @@ from crawler.connections.clients import (
     redis_sync_client,
 )
 from crawler.connections.options import KafkaOptions
+from crawler.localstack import kafka_broker
 from crawler.localstack.secured import SecuredStack
 from crawler.localstack.stack import SERVICES, Stack, StackError
 
@@ -198,3 +199,12 @@ def test_cli_secured(tmp_path: Path) -> None:
         cli("stop")
     assert all(_gone(pid) for pid in pids)
     assert SecuredStack(directory / "secured").env() == {}
+
+
+def test_the_broker_runs_on_the_class_archive_built_at_install(stack: Stack) -> None:
+    """``./run`` builds the archive (``kafka_broker install``); a broker that had silently
+    dropped it (another JVM, a changed class path) would start on three times the CPU."""
+    archive = kafka_broker.class_archive()
+    assert archive.exists(), "python -m crawler.localstack.kafka_broker install builds it"
+    pid = stack.status()["kafka"]["pid"]
+    assert str(archive) in Path(f"/proc/{pid}/maps").read_text()

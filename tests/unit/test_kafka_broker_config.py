@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from crawler.localstack import kafka_broker as kb
 
 
@@ -46,3 +48,17 @@ def test_a_cluster_id_is_16_bytes_of_url_safe_base64() -> None:
     ids = {kb.new_cluster_id() for _ in range(50)}
     assert len(ids) == 50
     assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+
+
+def test_a_broker_maps_the_class_archive_only_once_it_exists(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    archive = kb.class_archive()
+    assert archive.parent == kb.jars_dir() and archive.suffix == ".jsa"
+    assert not any(opt.startswith("-XX:SharedArchiveFile") for opt in kb.jvm_options())
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"")
+    assert kb.jvm_options()[-1] == f"-XX:SharedArchiveFile={archive}"
+    dump = tmp_path / "dump.jsa"  # recording: no archive is read while one is written
+    assert kb.jvm_options(dump)[-1] == f"-XX:ArchiveClassesAtExit={dump}"
+    assert not any(opt.startswith("-XX:SharedArchiveFile") for opt in kb.jvm_options(dump))
