@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from helpers import in_ci
 from support.demo_site import PAGES as SITE_DIR_PAGES
+from support.minutes import cpu_seconds
 from support.scheduling import make_scheduler
 
 from crawler.connections.kafka_logs import CLIENT_LOGGERS
@@ -24,6 +25,7 @@ from crawler.localstack.secured_mongo import SecuredMongo, start_secured_mongod
 from crawler.localstack.stack import Stack
 
 DEMO_SITE_PAGES = 50
+CPU_AT_START = pytest.StashKey[float]()
 
 
 @pytest.fixture(autouse=True)
@@ -199,10 +201,19 @@ def _run_order(item: pytest.Item) -> tuple[int, int]:
     return group, LONGEST.index(name) if name in LONGEST else len(LONGEST)
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    item.stash[CPU_AT_START] = cpu_seconds()
+    yield
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Under CI=true nothing skips: a skip there (a missing binary or extra, a test's own
-    ``pytest.skip``) is reported as a failure that says why, not as a quiet ``s``."""
+    ``pytest.skip``) is reported as a failure that says why, not as a quiet ``s``. The test's
+    CPU time goes into the JUnit XML (``cpu_s``, :func:`support.minutes.cpu_seconds`)."""
+    if call.when == "teardown" and CPU_AT_START in item.stash:
+        item.user_properties.append(("cpu_s", f"{cpu_seconds() - item.stash[CPU_AT_START]:.2f}"))
     outcome: Any = yield
     _fail_a_skip_in_ci(outcome.get_result())
 
