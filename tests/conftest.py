@@ -188,7 +188,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 #: the e2e files that take longest (docs/testing.md), started first so none starts last
-LONGEST = ("test_kafka_failover", "test_resilience_e2e", "test_recrawl", "test_bench_smoke",
+LONGEST = ("test_kafka_failover", "test_resilience_e2e", "test_recrawl",
            "test_alerts_live", "test_outages", "test_e2e_kill")
 
 

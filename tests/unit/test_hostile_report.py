@@ -1,5 +1,5 @@
 """What benchmarks/hostile.py reads from a crawl: the workers' final stats dumps, the longest
-gap between origin arrivals, the pages lost by scenario (tests/e2e/test_bench_smoke.py runs it)."""
+gap between origin arrivals, the pages lost by scenario (tests/bench/test_bench_smokes.py runs it)."""
 
 from __future__ import annotations
 
