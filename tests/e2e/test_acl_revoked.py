@@ -2,8 +2,8 @@
 
 The broker is configured as production runs one with ACLs: SASL SCRAM-SHA-512 over TLS,
 Kafka's ``StandardAuthorizer``, a crawl user allowed every operation on the topics and the
-group of its crawl and nothing else. Three workers crawl a 2,000-page site at the default
-settings. After 300 pages the user's ``ALL`` on the crawl's topics is deleted and replaced
+group of its crawl and nothing else. Three workers crawl a 1,000-page site at the default
+settings. After 150 pages the user's ``ALL`` on the crawl's topics is deleted and replaced
 by read-only ACLs (read, describe): every send of a follow-up request is refused with
 ``TopicAuthorizationFailedError``. 20 s later the ``ALL`` is given back.
 
@@ -39,7 +39,8 @@ from crawler.localstack.demo import running, stored_pages, wait_all, worker_comm
 from crawler.localstack.secure_kafka import TlsKafka, allow_crawl, crawl_acls, start_tls_kafka
 from crawler.localstack.stack import Stack
 
-PAGES = 2000
+PAGES = 1000  # 2,000 until 2026-12-07: the test's CPU is its crawl over TLS (163 CPU-s)
+AT = 150  # pages stored when the writes are revoked: most links are still to be discovered
 REVOKED_FOR = 20.0  # seconds between the revoke and the restore
 USER, PASSWORD = "crawler", "a-crawler-password"
 
@@ -89,10 +90,10 @@ def test_a_revoked_write_acl_stalls_the_crawl_and_nothing_is_lost(
     try:
         with running(3, worker_command(server.base_url + "/", {}), env,
                      tmp_path / "logs") as workers:
-            wait_until(lambda: count() >= 300, 180, "300 pages stored")
+            wait_until(lambda: count() >= AT, 180, f"{AT} pages stored")
             _revoke_writes(broker, crawl_id)
             revoked, at_revoke = time.monotonic(), count()
-            assert at_revoke < PAGES - 300, "the crawl was nearly over before the revoke"
+            assert at_revoke < PAGES // 2, "the crawl was half over before the revoke"
             alerted = False
             while time.monotonic() < revoked + REVOKED_FOR:
                 alerted = alerted or "kafka_refused" in _alerts(client, crawl_id)

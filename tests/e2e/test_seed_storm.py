@@ -19,7 +19,7 @@ from redis import Redis
 from crawler.localstack import demo_site as site
 from crawler.localstack.demo import running, wait_all, worker_command, worker_logs
 
-SEEDS = 50_000
+SEEDS = 20_000  # 50,000 until 2026-12-07; 80 times KAFKA_BUFFER_SIZE is a storm still
 
 
 def _total(logs: list[str], name: str) -> int:
@@ -39,7 +39,7 @@ def _claims(redis_url: str, crawl_id: str) -> int:
         client.close()
 
 
-def test_fifty_thousand_seeds_are_claimed_once_without_exhausting_redis(
+def test_twenty_thousand_seeds_are_claimed_once_without_exhausting_redis(
         stack, crawl_id, tmp_path, demo_site, demo_site_pages):
     env = {**stack.env(), "CRAWL_ID": crawl_id}
     seeds = tmp_path / "seeds.txt"
