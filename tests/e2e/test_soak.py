@@ -1,5 +1,5 @@
-"""The soak, short: 8,000 pages at the default settings by three workers, one of them killed
-with ``kill -9`` every 10 s (and 1,200 pages) and restarted (``benchmarks/soak.py``; the long
+"""The soak, short: 5,000 pages at the default settings by three workers, one of them killed
+with ``kill -9`` every 10 s (and 750 pages) and restarted (``benchmarks/soak.py``; the long
 run, 200,000 pages, is ``python -m benchmarks.soak``). Every page is stored once, the ledger
 balances, and every worker measured after its warm-up for at least as long again grows by less
 than 10% in RSS, its open file descriptors flat (its TCP connections bounded:
@@ -10,8 +10,10 @@ together, a 20 s warm-up (the first kill and its rebalance fall inside it). Kill
 90% of the pages are stored. Time alone made a poor schedule here: 15 s apart, a fast run
 (8,000 pages in about 30 s) got only one kill in; 10 s apart, closer than the group's failover
 (10-17 s), one CI run kept the group rebalancing until the test's 400 s timeout. So a kill
-is due 10 s after the last one *and* once 15% of the pages (1,200) have been stored since:
-up to five kills, each after the crawl moved on.
+is due 10 s after the last one *and* once 15% of the pages (750) have been stored since:
+up to five kills, each after the crawl moved on. 8,000 pages until 2026-12-07: the suite's
+serial phase is bound by its wall clock, and this test was its longest (128-199 s); a kill
+every 750 pages still gives several, and the survivor's life (the whole crawl) is judged.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from benchmarks.soak import Plan, soak, write
 from crawler.localstack.stack import Stack
 
 pytestmark = pytest.mark.e2e
-PLAN = Plan(pages=8000, kill_every=10, kill_after_progress=0.15, warmup=20, sample_every=1,
+PLAN = Plan(pages=5000, kill_every=10, kill_after_progress=0.15, warmup=20, sample_every=1,
             timeout=400)
 
 
