@@ -1,5 +1,6 @@
 """What benchmarks/hostile.py reads from a crawl: the workers' final stats dumps, the longest
-gap between origin arrivals, the pages lost by scenario (tests/bench/test_bench_smokes.py runs it)."""
+gap between origin arrivals, the pages lost by scenario (tests/bench/test_bench_smokes.py runs
+it)."""
 
 from __future__ import annotations
 
