@@ -12,7 +12,6 @@ import re
 import time
 from pathlib import Path
 
-import pytest
 from helpers import wait_until
 from pymongo import MongoClient
 
@@ -58,9 +57,6 @@ def _stat(log: str, name: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-# serial: the worker must reach its unacknowledged limit within the 30 s outage, a matter of
-# its speed (beside two other crawls on a slow day it did not pause; alone it did)
-@pytest.mark.serial
 def test_a_redis_outage_pauses_consumption_and_memory_stays_flat(stack, crawl_id, tmp_path):
     env = {**stack.env(), "CRAWL_ID": crawl_id}
     site.generate(tmp_path / "site", PAGES)
