@@ -12,6 +12,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from helpers import wait_until
 from pymongo import MongoClient
 
@@ -57,6 +58,11 @@ def _stat(log: str, name: str) -> int | None:
     return int(found[-1]) if found else None
 
 
+# serial: the worker must reach its unacknowledged limit by the end of the crawl, a matter of
+# its speed (beside two other crawls on a slow day it did not pause; alone it did). Its log
+# shows the pause after Redis is back, not during the outage (2026-12-07: an outage held
+# until the pause lasted 180 s): the flood of dupefilter answers takes it over the limit.
+@pytest.mark.serial
 def test_a_redis_outage_pauses_consumption_and_memory_stays_flat(stack, crawl_id, tmp_path):
     env = {**stack.env(), "CRAWL_ID": crawl_id}
     site.generate(tmp_path / "site", PAGES)
