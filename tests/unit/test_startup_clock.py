@@ -47,12 +47,18 @@ def test_a_second_mark_keeps_the_first_and_a_missing_part_folds_into_the_next() 
         startup.mark("lunch")
 
 
+SKEW = 60.0  # seconds
+
+
 def test_the_process_start_comes_from_proc(tmp_path: Path) -> None:
     started = startup.process_start()
     # this process began before this module was imported, and after the machine booted (a
     # whole suite may run for more than an hour before the unit tests)
+    # SKEW: this sandbox's /proc/uptime and a process's start ticks once disagreed by 14 s late
+    # in a loaded CI run (the start came out after this module's import); the computation
+    # itself is pinned exactly on the files below
     booted = time.time() - float(Path("/proc/uptime").read_text().split()[0])
-    assert started is not None and booted - 1 <= started <= IMPORTED + 1
+    assert started is not None and booted - SKEW <= started <= IMPORTED + SKEW
     stat, uptime = tmp_path / "stat", tmp_path / "uptime"
     ticks = os.sysconf("SC_CLK_TCK")
     stat.write_text("1 (a (b) c) S " + " ".join(["0"] * 18) + f" {5 * ticks} 0 0\n")
