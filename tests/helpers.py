@@ -49,6 +49,12 @@ def tracebacks_outside_kafka(log: str) -> list[str]:
     return found
 
 
+def final_stat(log: str, name: str) -> int | None:
+    """The last value of the stat *name* dumped in the worker *log* (None: never dumped)."""
+    found = re.findall(rf"'{re.escape(name)}': (\d+)", log)
+    return int(found[-1]) if found else None
+
+
 def in_ci() -> bool:
     """Whether ``CI=true`` is set: there, a missing binary fails a test instead of skipping it."""
     return os.environ.get("CI", "").lower() == "true"

@@ -8,12 +8,12 @@ lease, the partition could not commit and the workers would never finish.
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from helpers import final_stat
 from pymongo import MongoClient
 
 from crawler.localstack.demo import running, wait_all
@@ -63,11 +63,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def _stat(log: str, name: str) -> int:
-    found = re.findall(rf"'{re.escape(name)}': (\d+)", log)
-    return int(found[-1]) if found else 0
-
-
 def test_every_way_a_request_ends_acknowledges_its_lease(stack, crawl_id, tmp_path):
     _Handler.closed_port = free_port()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -88,8 +83,8 @@ def test_every_way_a_request_ends_acknowledges_its_lease(stack, crawl_id, tmp_pa
     finally:
         server.shutdown()
     assert codes == [0, 0], logs
-    consumed = sum(_stat(log, "frontier/consumed") for log in logs)
-    acked = sum(_stat(log, "frontier/acked") for log in logs)
+    consumed = sum((final_stat(log, "frontier/consumed") or 0) for log in logs)
+    acked = sum((final_stat(log, "frontier/acked") or 0) for log in logs)
     assert acked >= consumed > 0, (acked, consumed)
     with MongoClient(env["MONGO_URI"]) as client:
         docs = {d["url"].replace(base, ""): d["kind"]

@@ -11,10 +11,10 @@ names the meta key and the type, with no traceback.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
+from helpers import final_stat
 from kafka import KafkaConsumer
 from pymongo import MongoClient
 
@@ -22,11 +22,6 @@ from crawler.localstack import demo_site as site
 from crawler.localstack.demo import running, wait_all
 
 HERE = Path(__file__).resolve().parents[1]  # tests/
-
-
-def _stat(log: str, name: str) -> int:
-    found = re.findall(rf"'{re.escape(name)}': (\d+)", log)
-    return int(found[-1]) if found else 0
 
 
 def _dead_letters(bootstrap: str, topic: str) -> list[dict[str, object]]:
@@ -48,13 +43,13 @@ def test_a_request_too_large_for_the_broker_or_unencodable_is_dead_lettered(
         codes = wait_all(workers, timeout=300)
         log = Path(workers[0].log.name).read_text(errors="replace")
     assert codes == [0], log[-4000:]
-    assert _stat(log, "frontier/refused") == 1, log[-4000:]
+    assert final_stat(log, "frontier/refused") == 1, log[-4000:]
     # the error line leads to the code that yielded it
     assert (f"Request {demo_site}/too-big yielded by spider 'poison' in callback parse can "
             "never be sent (") in log, log[-4000:]
     assert ("bytes encoded, a record holds at most 1,048,064); largest meta keys: "
             "blob (2,097,154 bytes)") in log, log[-4000:]
-    assert _stat(log, "frontier/unencodable") == 1, log[-4000:]
+    assert final_stat(log, "frontier/unencodable") == 1, log[-4000:]
     line = (f"Request {demo_site}/unencodable yielded by spider 'poison' in callback parse "
             "can never be sent: meta key 'done' holds a threading.Event, which cannot travel "
             "through the frontier (supported: ")

@@ -8,12 +8,11 @@ adding its links to the requests waiting for Redis.
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
 import pytest
-from helpers import wait_until
+from helpers import final_stat, wait_until
 from pymongo import MongoClient
 
 from crawler import settings as project_settings
@@ -36,11 +35,6 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError(f"no VmRSS for {pid}")
-
-
-def _stat(log: str, name: str) -> int | None:
-    found = re.findall(rf"'{re.escape(name)}': (\d+)", log)
-    return int(found[-1]) if found else None
 
 
 # serial: the worker must reach its unacknowledged limit by the end of the crawl, a matter of
@@ -73,7 +67,7 @@ def test_a_redis_outage_pauses_consumption_and_memory_stays_flat(stack, crawl_id
             log = worker_logs(workers)
     finally:
         server.close()
-    peak = _stat(log, "frontier/unacked_peak")
+    peak = final_stat(log, "frontier/unacked_peak")
     half = len(samples) // 2
     early, late = max(samples[:half]), max(samples[half:])
     print(f"RSS during the outage: first half max {early} KiB, second half max {late} KiB, "
