@@ -153,8 +153,10 @@ def test_three_workers_crawl_through_the_secured_stack_and_no_secret_leaks(
     env = scrapy_env(secured, crawl_id)
     # METRICS_ENABLED: the exporter is off by default (it opens a port); its pages are
     # scanned here.
-    # The default CRAWL_IDLE_TIMEOUT (30 s) keeps the workers up while the commands run.
-    cmd = worker_command(demo_site + "/", {"METRICS_ENABLED": True})
+    # CRAWL_IDLE_TIMEOUT: the workers must outlive the five commands below, each a Python
+    # start of 3-10 s under CI's load; with the default 30 s after the drain, CI saw every
+    # worker gone before the dashboard ran. What a worker does at the end is the same.
+    cmd = worker_command(demo_site + "/", {"METRICS_ENABLED": True, "CRAWL_IDLE_TIMEOUT": 120})
     seen: list[str] = []
     with running(3, cmd, env, tmp_path / "logs") as workers:
         wait_until(lambda: len(beats := heartbeats(env, crawl_id)) == 3

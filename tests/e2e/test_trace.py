@@ -154,7 +154,11 @@ def test_trace_answers_for_every_url_after_a_kill(stack: Any, crawl_id: str,
     assert variant["url"] == f"{site.base}/p/3" and variant["state"] == "stored", variant
     assert [e["event"] for e in variant["events"]][:2] == ["discovered", "queued"], variant
     assert unknown == {"url": f"{site.base}/never/linked", "state": "unknown", "events": []}
-    assert len(repaired) == 1 and len(files) >= 3, (repaired, files)
+    # each worker that stored pages wrote its own file (under CI's load one of the three
+    # joined late and stored nothing, so it wrote none)
+    storers = {_pid(e["worker"]) for t in traces for e in t["events"] if e["event"] == "stored"}
+    writers = {WriterId.of_file(path.name).pid for path in files}  # type: ignore[union-attr]
+    assert len(repaired) == 1 and storers <= writers, (repaired, files, storers)
     assert not [url for url in stored if url not in records], "stored pages with no record"
     # a page archived twice: the killed worker archived it and did not live to ack it, or
     # the index shows it fetched (its lease ended) more than once
