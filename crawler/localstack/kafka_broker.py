@@ -47,12 +47,16 @@ JVM_OPTIONS = ("-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLeve
 # an empty group waits group.initial.rebalance.delay.ms (3 s) for the others, so workers
 # started together are assigned once, not once each (with 0, the first took partitions that
 # the next join revoked mid-fetch, and a request was fetched again by another worker).
+# The active controller appends a no-op record to the metadata log every
+# metadata.max.idle.interval.ms that the log is idle (500 by default, to show the quorum
+# alive in its metrics): every 5 s, an idle node spent 0.9 CPU-s a minute instead of 1.6.
 LOCAL_SETTINGS: Mapping[str, str] = {
     "num.network.threads": "2",
     "num.io.threads": "2",
     "background.threads": "2",
     "group.coordinator.threads": "1",
     "log.retention.check.interval.ms": "60000",
+    "metadata.max.idle.interval.ms": "5000",
 }
 LOG4J2 = """\
 status = warn
