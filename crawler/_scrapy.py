@@ -19,6 +19,15 @@ attribute and signature relied on here, and names what changed if a release brea
   closed by the frontier's worker lifecycle and by middlewares that give up.
 - ``request.meta["_auth_proxy"]``: where ``HttpProxyMiddleware`` remembers whose proxy
   credentials a request carries; it never leaves the process.
+
+:mod:`crawler.settings` imports this module first. Through ``http11`` it imports
+``scrapy.core.downloader.contextfactory`` and ``scrapy.core.downloader.tls``, which define
+deprecated aliases with ``create_deprecated_class``; that calls ``inspect.stack()``, whose
+cost is the stack's depth times the modules loaded (CPython issue 92041). Imported where a
+worker first needed them (about 60 frames deep, 670 modules loaded), the three calls took
+0.32 CPU-s; imported first by this module, itself imported first by the settings module
+(30-36 frames, 618 modules), 0.19. Every ``scrapy`` process of this project imports them
+anyway.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from scrapy import Request
+from scrapy.core.downloader import contextfactory  # noqa: F401  (first: see above)
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.crawler import Crawler
