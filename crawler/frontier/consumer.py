@@ -22,7 +22,7 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from crawler.frontier import startup
 from crawler.frontier.holding import Holding
-from crawler.frontier.kafkafix import free_used_records
+from crawler.frontier.kafkafix import finish_pending_join, free_used_records
 from crawler.frontier.leases import OffsetTracker, Partition
 from crawler.frontier.producer import CallFromThread, RefusalStall, refused
 
@@ -223,6 +223,7 @@ class ConsumerLoop:
         room, urgent_room = self._wait_for_room()
         self._set_paused((room <= 0, urgent_room <= 0))
         free_used_records(self.consumer)  # else a resumed partition is never fetched again
+        finish_pending_join(self.consumer)  # else a rejoin may never end (kafkafix)
         try:
             batches = self.consumer.poll(timeout_ms=200,
                                          max_records=max(room if room > 0 else urgent_room, 1))
