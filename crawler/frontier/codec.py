@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
+from w3lib.url import safe_url_string
 
 from crawler.frontier import metatypes, requestfields
 from crawler.frontier.metatypes import is_plain
@@ -249,11 +250,14 @@ def seed_url_and_host(url: Any) -> tuple[str, str]:
     if not isinstance(url, str) or not url.strip():
         raise CodecError("missing 'url'")
     try:
-        parts = urlsplit(url.strip())
+        # first as Scrapy's Request will read it (w3lib, by WHATWG rules: a backslash ends
+        # the host), so that the host checked here is the host fetched
+        safe = safe_url_string(url.strip())
+        parts = urlsplit(safe)
         host = parts.hostname
         if parts.scheme not in ("http", "https") or not host:
             raise CodecError(f"invalid URL {url!r}: expected an absolute http(s) URL")
-        return normal_url(url, parts), host
+        return normal_url(safe, parts), host
     except CodecError:
         raise
     except ValueError as exc:  # unparsable, a port out of range, a bad IPv6 literal

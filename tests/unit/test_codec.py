@@ -3,7 +3,13 @@ import json
 import pytest
 from scrapy import FormRequest, Request, Spider
 
-from crawler.frontier.codec import CodecError, decode_request, decode_seed, encode_request
+from crawler.frontier.codec import (
+    CodecError,
+    decode_request,
+    decode_seed,
+    encode_request,
+    seed_url_and_host,
+)
 from crawler.frontier.requestfields import to_dict
 
 
@@ -120,9 +126,21 @@ def test_seed_forms(spider):
     assert (full.url, full.priority) == ("http://a.test/z", 2)
 
 
+def test_a_seeds_host_is_the_host_scrapy_fetches():
+    """A backslash ends the host for Scrapy (w3lib, WHATWG) but not for urllib, which
+    read this seed's host as evil.test: checks and politeness would have named the wrong
+    host."""
+    assert seed_url_and_host("https://a.test\\@evil.test/") == (
+        "https://a.test/@evil.test/", "a.test")
+    assert decode_seed(b"https://a.test\\@evil.test/").url == "https://a.test/@evil.test/"
+
+
 @pytest.mark.parametrize("record", [
     b"", b"not a url", b"ftp://a.test/", b'{"priority": 1}', b'{"url": "http://a/", "x": 1}',
     b'{"url": "http://a/", "priority": "high"}', b"{broken",
+    # found by atheris (FUZZ_SEED=random): urllib read the host "u", Scrapy's Request
+    # (w3lib) ends the host at the backslash and raised ValueError on the port
+    "https://:\ufffd\ufffd\\\\\ufffd@u/".encode(),
 ])
 def test_bad_seeds(record):
     with pytest.raises(CodecError):
