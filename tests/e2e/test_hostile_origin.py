@@ -23,14 +23,13 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 import signal
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import SHORT_IDLE, wait_until, worker_with
+from helpers import SHORT_IDLE, final_stat, wait_until, worker_with
 from pymongo import MongoClient
 from redis import Redis
 from servers.faultorigin import Faults, read_log, scenario, site_urls, start_origin
@@ -58,7 +57,7 @@ def _stats(worker: Worker) -> str:
 
 
 def _stat(dumps: list[str], key: str) -> int:
-    return sum(int(n) for d in dumps for n in re.findall(rf"'{re.escape(key)}': (\d+)", d))
+    return sum(final_stat(d, key) or 0 for d in dumps)
 
 
 def _gaps(entries: list[dict[str, object]], excused: tuple[float, float] = (0.0, 0.0)) -> float:

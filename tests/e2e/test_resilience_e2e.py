@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from helpers import wait_until, worker_with
+from helpers import final_stat, wait_until, worker_with
 from pymongo import MongoClient
 from servers.faultorigin import (
     Faults,
@@ -62,8 +62,7 @@ def _final_stats(worker: Worker) -> str:
 
 def _proxy_stat(dumps: list[str], proxy_id: str, kind: str) -> int:
     """``proxy/<id>/<kind>`` summed over the final stats of the workers."""
-    key = rf"'proxy/{re.escape(proxy_id)}/{kind}': (\d+)"
-    return sum(int(n) for dump in dumps for n in re.findall(key, dump))
+    return sum(final_stat(dump, f"proxy/{proxy_id}/{kind}") or 0 for dump in dumps)
 
 
 def _reachable(site: Site) -> set[int]:
