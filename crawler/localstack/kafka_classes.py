@@ -22,11 +22,10 @@ import os
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 from crawler.localstack import kafka_broker as kb
-from crawler.localstack.services import SPECS, StackError, free_port
+from crawler.localstack.services import free_port, wait_answering
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +61,9 @@ def _run_once(work: Path, dump_to: Path) -> None:
         proc = subprocess.Popen(kb.broker_argv(node, dump_to=dump_to), stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, cwd=work)
     try:
-        _wait_ready(proc, port, work / "broker.log")
+        # while its classes are recorded
+        wait_answering("kafka", port, lambda: proc.poll() is None, work / "broker.log",
+                       READY_TIMEOUT, pid=proc.pid, poll=0.5)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -71,18 +72,3 @@ def _run_once(work: Path, dump_to: Path) -> None:
             proc.kill()
             proc.wait()
             dump_to.unlink(missing_ok=True)  # cut short: never kept
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise StackError(f"kafka exited while its classes were recorded: "
-                             f"{log.read_text(errors='replace')[-600:]}")
-        try:
-            SPECS["kafka"].probe(port)
-            return
-        except Exception:  # not answering yet
-            time.sleep(0.5)
-    raise StackError(f"kafka did not answer within {READY_TIMEOUT:.0f}s while its classes "
-                     f"were recorded: {log.read_text(errors='replace')[-600:]}")

@@ -133,6 +133,36 @@ def answers(name: str, port: int) -> bool:
     return True
 
 
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last *lines* of a service's log (for an error message)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_answering(name: str, port: int, alive: Callable[[], bool], log: Path,
+                   timeout: float, *, pid: int | None = None, poll: float = 0.2) -> None:
+    """Wait until service *name* (process *pid*) answers its probe on *port*:
+    :class:`StackError`, with the tail of its *log*, if it exits first (*alive* false) or
+    stays silent past *timeout*."""
+    deadline = time.monotonic() + timeout
+    error: BaseException | None = None
+    while time.monotonic() < deadline:
+        if not alive():
+            raise StackError(f"{name} (pid {pid}) exited while starting; {log} ends with:\n"
+                             f"{log_tail(log)}")
+        try:
+            SPECS[name].probe(port)
+            return
+        except Exception as exc:  # not answering yet
+            error = exc
+        time.sleep(poll)
+    raise StackError(f"{name} did not answer on port {port} within {timeout:.0f}s ({error!r}); "
+                     f"{log} ends with:\n{log_tail(log)}")
+
+
 def free_port(exclude: Sequence[int] = ()) -> int:
     """A TCP port on the loopback interface that nothing listens on right now."""
     while True:

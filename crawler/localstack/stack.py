@@ -47,6 +47,7 @@ from crawler.localstack.services import (
     port_taken,
     redis_binary,
     runs_binary,
+    wait_answering,
 )
 
 # The service helpers live in crawler.localstack.services; they stay importable from here.
@@ -62,14 +63,6 @@ logger = logging.getLogger(__name__)
 # its old broker session (9 s), then replays it; under CI's load that took over 30 s
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 10.0
-
-
-def _log_tail(path: Path, lines: int = 20) -> str:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
 
 
 class Stack:
@@ -233,21 +226,8 @@ class Stack:
         return entry
 
     def _wait_ready(self, name: str, entry: dict[str, Any]) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        error: BaseException | None = None
-        while time.monotonic() < deadline:
-            if not self._alive(entry):
-                raise StackError(f"{name} (pid {entry['pid']}) exited while starting; "
-                                 f"{entry['log']} ends with:\n{_log_tail(Path(entry['log']))}")
-            try:
-                SPECS[name].probe(entry["port"])
-                return
-            except Exception as exc:
-                error = exc
-            time.sleep(0.2)
-        raise StackError(f"{name} did not answer on port {entry['port']} within "
-                         f"{self.start_timeout:.0f}s ({error!r}); {entry['log']} ends with:\n"
-                         f"{_log_tail(Path(entry['log']))}")
+        wait_answering(name, entry["port"], lambda: self._alive(entry), Path(entry["log"]),
+                       self.start_timeout, pid=entry["pid"])
 
     def _shut(self, entries: list[dict[str, Any]], sig: signal.Signals) -> None:
         """Send *sig* to the live *entries*, wait, then SIGKILL whatever is left."""
