@@ -28,7 +28,6 @@ def free_used_records(consumer: Any) -> None:
         fetcher._next_partition_records = None  # type: ignore[union-attr]
 
 
-
 def finish_pending_join(consumer: Any) -> None:
     """Have *consumer*'s next poll collect a JoinGroup/SyncGroup round trip still in flight.
 

@@ -61,7 +61,6 @@ def _run_once(work: Path, dump_to: Path) -> None:
         proc = subprocess.Popen(kb.broker_argv(node, dump_to=dump_to), stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT, cwd=work)
     try:
-        # while its classes are recorded
         wait_answering("kafka", port, lambda: proc.poll() is None, work / "broker.log",
                        READY_TIMEOUT, pid=proc.pid, poll=0.5)
     finally:
