@@ -22,7 +22,7 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from crawler.frontier import startup
 from crawler.frontier.holding import Holding
-from crawler.frontier.kafkafix import finish_pending_join, free_used_records
+from crawler.frontier.kafkafix import before_poll
 from crawler.frontier.leases import OffsetTracker, Partition
 from crawler.frontier.producer import CallFromThread, RefusalStall, refused
 
@@ -222,8 +222,8 @@ class ConsumerLoop:
     def _poll_once(self) -> None:
         room, urgent_room = self._wait_for_room()
         self._set_paused((room <= 0, urgent_room <= 0))
-        free_used_records(self.consumer)  # else a resumed partition is never fetched again
-        finish_pending_join(self.consumer)  # else a rejoin may never end (kafkafix)
+        # else a resumed partition is never fetched again, or a rejoin may never end
+        before_poll(self.consumer)
         try:
             batches = self.consumer.poll(timeout_ms=200,
                                          max_records=max(room if room > 0 else urgent_room, 1))

@@ -1,4 +1,5 @@
-"""Work-arounds for two bugs of kafka-python 3.0.12, applied before each poll.
+"""Work-arounds for two bugs of kafka-python 3.0.12, applied before each poll
+(:func:`before_poll`).
 
 :func:`free_used_records`, for its fetcher: records it fetched for a partition that was
 paused (KAFKA-7548, "retain fetched data for paused partitions") are parked and, once the
@@ -45,3 +46,9 @@ def finish_pending_join(consumer: Any) -> None:
     coordinator = getattr(consumer, "_coordinator", None)
     if getattr(coordinator, "_join_task", None) is not None:
         coordinator.request_rejoin()  # type: ignore[union-attr]
+
+
+def before_poll(consumer: Any) -> None:
+    """Both work-arounds, as the consumer loop applies them before each poll of *consumer*."""
+    free_used_records(consumer)
+    finish_pending_join(consumer)

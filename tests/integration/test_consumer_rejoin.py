@@ -10,7 +10,7 @@ trip: the partitions are never assigned, heartbeats stay off, and the worker cra
 for ever (test_alerts_live and test_recrawl each saw it under CI load). Java's consumer
 counts a pending join as a rejoin needed (``rejoinNeededOrPending``);
 ``crawler.frontier.kafkafix.finish_pending_join``, called before each poll as
-``ConsumerLoop`` does, makes kafka-python do the same.
+``ConsumerLoop`` does (``kafkafix.before_poll``), makes kafka-python do the same.
 
 The consumer loop polls for 200 ms; a poll of 1 ms here makes the round trip outlast the
 poll every time, as a loaded machine or a group waiting for a killed member does.
@@ -25,15 +25,14 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
 from kafka.errors import KafkaError
 
-from crawler.frontier.kafkafix import finish_pending_join, free_used_records
+from crawler.frontier.kafkafix import before_poll
 
 pytestmark = pytest.mark.integration
 PARTITIONS = 3
 
 
 def _poll(consumer: KafkaConsumer) -> None:
-    free_used_records(consumer)
-    finish_pending_join(consumer)
+    before_poll(consumer)
     consumer.poll(timeout_ms=1)
 
 
