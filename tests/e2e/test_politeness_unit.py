@@ -41,9 +41,9 @@ def test_the_names_of_one_server_share_its_crawl_delay(
     web = RobotsWeb([SPEC], network="127.0.0")
     port = web.hosts[0].server_address[1]
     seeds = ",".join(f"http://{name}:{port}/" for name in names)
+    # the example.com names resolve to the server; the others as they always do
     env = {**stack.env(), "CRAWL_ID": crawl_id,
-           **(fakedns.worker_env(dict.fromkeys(EXAMPLE, "127.0.0.1")) if names == EXAMPLE
-              else {})}
+           **fakedns.worker_env(dict.fromkeys(EXAMPLE, "127.0.0.1"))}
     # CRAWL_IDLE_TIMEOUT=3 only shortens the wait once the crawl drained (as in
     # test_robots_cluster.py); POLITENESS_UNIT is what is tried, "host" its default
     settings = {"CRAWL_IDLE_TIMEOUT": 3, "POLITENESS_UNIT": unit}
