@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from scrapy.settings import BaseSettings
+from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
 from crawler import browser
 from crawler.config import readers as config
@@ -31,6 +31,7 @@ PRIORITY = "addon"
 OFFSITE = "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware"
 DEPTH = "scrapy.spidermiddlewares.depth.DepthMiddleware"
 ROBOTS = "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware"
+REMOTE_CONTROL = "scrapy.extensions.remote_control.RemoteControl"
 
 
 def _replace(settings: BaseSettings, name: str, stock: str, ours: str, order: int) -> None:
@@ -41,6 +42,24 @@ def _replace(settings: BaseSettings, name: str, stock: str, ours: str, order: in
         components[stock] = None
         components.setdefault(ours, order)
         settings.set(name, components, PRIORITY)
+
+
+def _remote_control_off(settings: BaseSettings) -> None:
+    """Scrapy's remote control (2.19: on by default) stays off unless the project turns it on.
+
+    It is an HTTP server on localhost that runs the Python code it is sent, inside a worker
+    that holds the crawl's credentials; its token goes to a job file in the user's state
+    directory, which a worker killed with ``kill -9`` never removes. Off, its module (and
+    aiohttp, about 0.3 CPU-seconds) is not even imported: docs/security.md.
+    """
+    asked = (settings.getpriority("REMOTE_CONTROL_ENABLED") or 0) > SETTINGS_PRIORITIES["default"]
+    if asked and settings.getbool("REMOTE_CONTROL_ENABLED"):
+        return  # the project's (or -s) choice
+    settings.set("REMOTE_CONTROL_ENABLED", False, PRIORITY)  # no-op under the project's False
+    # out of the base list: a path named in EXTENSIONS, even as None, is imported to be read
+    base = settings.getdict("EXTENSIONS_BASE")
+    if base.pop(REMOTE_CONTROL, None) is not None:
+        settings.set("EXTENSIONS_BASE", base, PRIORITY)
 
 
 def enabled(settings: BaseSettings) -> bool:
@@ -109,6 +128,7 @@ class DistributedAddon:
         extensions.setdefault("crawler.extensions.downloadlog.DownloadErrorLog", 100)
         extensions.setdefault("crawler.extensions.tracing.Tracing", 110)  # OTEL_…: docs/tracing.md
         settings.set("EXTENSIONS", extensions, PRIORITY)
+        _remote_control_off(settings)
         browser.apply(settings, PRIORITY)  # BROWSER_ENABLED: scrapy-playwright, both modes
         if distributed(settings):
             self._distributed(settings)

@@ -1,0 +1,90 @@
+"""Scrapy's remote control (2.19: on by default; an HTTP server that runs the Python code it
+is sent) is off under the add-on unless the project turns it on, and then not even imported.
+
+The crawls run in a fresh interpreter: other tests of this process may have imported aiohttp.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.settings import Settings
+
+from crawler.addon import DistributedAddon
+
+pytestmark = pytest.mark.unit
+
+ADDON = {"ADDONS": {"crawler.addon.DistributedAddon": 0}}
+REMOTE_CONTROL = "scrapy.extensions.remote_control.RemoteControl"
+LISTENING = "Remote control HTTP server listening"
+
+#: a crawl of one data: URL (no network), then what it built and imported
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    from scrapy import Spider
+    from scrapy.crawler import CrawlerProcess
+
+    seen = {}
+
+    class One(Spider):
+        name = "one"
+        start_urls = ["data:,hello"]
+
+        def parse(self, response):
+            yield {"url": response.url}
+
+        def closed(self, reason):
+            seen["extensions"] = [type(e).__name__ for e in self.crawler.extensions.middlewares]
+            seen["items"] = self.crawler.stats.get_value("item_scraped_count")
+
+    settings = {**json.loads(sys.argv[1]), "LOG_LEVEL": "INFO", "ROBOTSTXT_OBEY": False,
+                "LOCAL_ITEMS_PATH": sys.argv[2], "REMOTE_CONTROL_JOBS_DIR": sys.argv[3]}
+    process = CrawlerProcess(settings)
+    process.crawl(One)
+    process.start()
+    seen["aiohttp"] = "aiohttp" in sys.modules
+    print(json.dumps(seen))
+""")
+
+
+def extensions(project: dict[str, Any], addon: bool = True) -> list[str]:
+    """The extensions of a crawl with the *project*'s settings, after the add-on's changes
+    (Scrapy's get_crawler would set REMOTE_CONTROL_ENABLED itself, at the project's priority)."""
+    settings = Settings(project)
+    if addon:
+        DistributedAddon().update_settings(settings)
+    return list(settings.get_component_priority_dict_with_base("EXTENSIONS"))
+
+
+def test_off_with_the_addon_on_when_the_project_asks() -> None:
+    assert REMOTE_CONTROL in extensions({}, addon=False), "Scrapy's default changed"
+    assert REMOTE_CONTROL not in extensions({})
+    assert REMOTE_CONTROL in extensions({"REMOTE_CONTROL_ENABLED": True})
+    assert REMOTE_CONTROL not in extensions({"REMOTE_CONTROL_ENABLED": False})  # not imported
+
+
+def crawl(tmp_path: Path, settings: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
+    jobs = tmp_path / "jobs"
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, json.dumps(settings), str(tmp_path / "items.jsonl"),
+         str(jobs)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1])), done.stderr
+
+
+def test_a_crawl_with_the_addon_neither_listens_nor_imports_it(tmp_path: Path) -> None:
+    seen, log = crawl(tmp_path, ADDON)
+    assert seen["items"] == 1 and "DownloadErrorLog" in seen["extensions"]  # the add-on ran
+    assert "RemoteControl" not in seen["extensions"] and LISTENING not in log
+    assert not seen["aiohttp"]
+    # the control: asked for, it listens (and the check above could see it)
+    seen, log = crawl(tmp_path, {**ADDON, "REMOTE_CONTROL_ENABLED": True})
+    assert "RemoteControl" in seen["extensions"] and LISTENING in log and seen["aiohttp"]
