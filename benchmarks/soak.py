@@ -60,6 +60,8 @@ class Plan:
     origin_limit: int = 32  # CONCURRENT_REQUESTS of the project settings: the HTTP pool's bound
     service_limit: int = 64  # Redis, broker, mongod: 14-17 held in 8,000 pages, 27 in 200,000
     leak_bytes: int = 0  # a leak on purpose (benchmarks.leak): proves the bounds catch one
+    # CRAWL_IDLE_TIMEOUT, None for the default (30 s): the short soak in the suite lowers it
+    idle_timeout: float | None = None
 
 
 @dataclass
@@ -100,7 +102,8 @@ class Soak:
             raise ValueError("a soak needs two workers at least: worker 0 is never killed")
         self.env, self.crawl_id, self.plan, self.log_dir = env, crawl_id, plan, log_dir
         self.origin_port = urlsplit(start_url).port or 80
-        self.cmd = worker_command(start_url, _leak(plan.leak_bytes))  # else every default
+        idle = {} if plan.idle_timeout is None else {"CRAWL_IDLE_TIMEOUT": plan.idle_timeout}
+        self.cmd = worker_command(start_url, {**_leak(plan.leak_bytes), **idle})  # else defaults
         self.slots: dict[int, tuple[Worker, report.Life]] = {}
         self.outcome = Outcome(plan)
         self.t0 = time.monotonic()

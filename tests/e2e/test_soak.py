@@ -26,8 +26,10 @@ from benchmarks.soak import Plan, soak, write
 from crawler.localstack.stack import Stack
 
 pytestmark = pytest.mark.e2e
+# idle_timeout: the default 30 s wait after the crawl drained is only waiting (the serial
+# phase's wall clock), and flat: the samples judged end with the crawl either way
 PLAN = Plan(pages=5000, kill_every=10, kill_after_progress=0.15, warmup=20, sample_every=1,
-            timeout=400)
+            timeout=400, idle_timeout=3)
 
 
 # serial: its RSS bound is judged per life, and a life is longer on a loaded machine (it takes
