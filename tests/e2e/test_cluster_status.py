@@ -69,7 +69,9 @@ def _cluster(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str
 def test_status_shows_both_live_workers(stack, demo_site, crawl_id, tmp_path):
     env = {**os.environ, **stack.env(), "CRAWL_ID": crawl_id,
            "SCRAPY_SETTINGS_MODULE": "crawler.settings"}
-    cmd = worker_command(demo_site + "/", {"CRAWL_IDLE_TIMEOUT": 30})
+    # the workers must live through both status calls, which the test then kills (running):
+    # with 30 s, a loaded CI run (2026-12-07) saw them close, drained, between the two
+    cmd = worker_command(demo_site + "/", {"CRAWL_IDLE_TIMEOUT": 600})
     with running(2, cmd, env, tmp_path) as workers:
         pids = {w.process.pid for w in workers}
         _wait_for(env["REDIS_URL"], crawl_id, pids)

@@ -31,19 +31,25 @@ asyncio.run(main())
 """
 
 
-def _exit_time(call: str, name: str) -> float:
-    started = time.monotonic()
+def _exit_after_giving_up(call: str, name: str) -> float:
+    """Seconds from the script's "gave up" to its exit: not its start-up, which a loaded
+    machine stretches (CI, 2026-12-07: 9.8 s from the start, beside the serial tests)."""
     script = ABANDON.format(call=call, name=name, CALL=CALL)
-    done = subprocess.run([sys.executable, "-c", script],
-                          capture_output=True, text=True, timeout=120)
-    assert done.stdout.strip() == "gave up", done.stderr
-    return time.monotonic() - started
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        gave_up = time.monotonic()
+        proc.wait(timeout=120)
+        assert line.strip() == "gave up", proc.stderr.read()
+    return time.monotonic() - gave_up
 
 
 def test_a_call_given_up_does_not_hold_the_process_at_exit() -> None:
-    assert _exit_time("in_thread", "'stuck'") < CALL  # not waited for
+    # the call began 0.2 s before "gave up": the process either exits then or lives it out
+    assert _exit_after_giving_up("in_thread", "'stuck'") < CALL / 2  # not waited for
     # asyncio.to_thread's executor is joined at exit: the process lives out the whole call
-    assert _exit_time("asyncio.to_thread", "") >= CALL
+    assert _exit_after_giving_up("asyncio.to_thread", "") >= CALL / 2
 
 
 def test_in_thread_hands_back_the_result_and_the_exception() -> None:
