@@ -6,16 +6,13 @@ The crawls run in a fresh interpreter: other tests of this process may have impo
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 from scrapy.settings import Settings
+from support.onecrawl import one_crawl
 
 from crawler.addon import DistributedAddon
 
@@ -24,34 +21,6 @@ pytestmark = pytest.mark.unit
 ADDON = {"ADDONS": {"crawler.addon.DistributedAddon": 0}}
 REMOTE_CONTROL = "scrapy.extensions.remote_control.RemoteControl"
 LISTENING = "Remote control HTTP server listening"
-
-#: a crawl of one data: URL (no network), then what it built and imported
-SCRIPT = textwrap.dedent("""
-    import json, sys
-    from scrapy import Spider
-    from scrapy.crawler import CrawlerProcess
-
-    seen = {}
-
-    class One(Spider):
-        name = "one"
-        start_urls = ["data:,hello"]
-
-        def parse(self, response):
-            yield {"url": response.url}
-
-        def closed(self, reason):
-            seen["extensions"] = [type(e).__name__ for e in self.crawler.extensions.middlewares]
-            seen["items"] = self.crawler.stats.get_value("item_scraped_count")
-
-    settings = {**json.loads(sys.argv[1]), "LOG_LEVEL": "INFO", "ROBOTSTXT_OBEY": False,
-                "LOCAL_ITEMS_PATH": sys.argv[2], "REMOTE_CONTROL_JOBS_DIR": sys.argv[3]}
-    process = CrawlerProcess(settings)
-    process.crawl(One)
-    process.start()
-    seen["aiohttp"] = "aiohttp" in sys.modules
-    print(json.dumps(seen))
-""")
 
 
 def extensions(project: dict[str, Any], addon: bool = True) -> list[str]:
@@ -72,12 +41,12 @@ def test_off_with_the_addon_on_when_the_project_asks() -> None:
 
 def crawl(tmp_path: Path, settings: dict[str, Any]) -> tuple[dict[str, Any], str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
-    jobs = tmp_path / "jobs"
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps(settings), str(tmp_path / "items.jsonl"),
-         str(jobs)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return dict(json.loads(done.stdout.strip().splitlines()[-1])), done.stderr
+    settings = {**settings, "LOG_LEVEL": "INFO", "ROBOTSTXT_OBEY": False,
+                "LOCAL_ITEMS_PATH": str(tmp_path / "items.jsonl"),
+                "REMOTE_CONTROL_JOBS_DIR": str(tmp_path / "jobs")}
+    seen, log = one_crawl(tmp_path, settings, roots=("aiohttp",), env=env)
+    seen["aiohttp"] = "aiohttp" in seen["modules"]
+    return seen, log
 
 
 def test_a_crawl_with_the_addon_neither_listens_nor_imports_it(tmp_path: Path) -> None:

@@ -15,13 +15,13 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 from scrapy import Spider
 from scrapy.utils.test import get_crawler
+from support.onecrawl import one_crawl
 
 from crawler.config.readers import SettingError
 from crawler.extensions.tracing import TracingConfig
@@ -30,43 +30,7 @@ ADDON = {"ADDONS": {"crawler.addon.DistributedAddon": 0}}
 OTEL_ENVIRONMENT = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME")
 #: what tracing on imports, and redis-py does not
 TRACING_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter", "opentelemetry.proto")
-
-#: a crawl of one data: URL (no network) with the add-on, then what it imported and ran
-SCRIPT = textwrap.dedent("""
-    import json, sys
-    from scrapy import Spider
-    from scrapy.crawler import CrawlerProcess
-
-    seen = {}
-
-    class One(Spider):
-        name = "one"
-        start_urls = ["data:,hello"]
-
-        def parse(self, response):
-            yield {"url": response.url}
-
-        def closed(self, reason):
-            seen["extensions"] = [type(e).__name__ for e in self.crawler.extensions.middlewares]
-            spidermw = self.crawler.engine.scraper.spidermw.middlewares
-            seen["spider_middlewares"] = [type(m).__name__ for m in spidermw]
-            seen["items"] = self.crawler.stats.get_value("item_scraped_count")
-
-    settings = {"ADDONS": {"crawler.addon.DistributedAddon": 0}, "LOG_LEVEL": "WARNING",
-                "LOCAL_ITEMS_PATH": sys.argv[1], "ROBOTSTXT_OBEY": False}
-    if sys.argv[2] == "crawl":
-        process = CrawlerProcess(settings)
-        process.crawl(One)
-        process.start()
-    else:  # only build the crawler, its extensions included
-        from scrapy.utils.test import get_crawler
-        crawler = get_crawler(One, settings)
-        seen["extensions"] = [type(e).__name__ for e in crawler.extensions.middlewares]
-    seen["otel"] = sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry")
-    seen["spans_module"] = "crawler.extensions.tracingspans" in sys.modules
-    print(json.dumps(seen))
-""")
-
+SPANS = "crawler.extensions.tracingspans"
 
 @pytest.fixture(autouse=True)
 def _no_otel_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,11 +41,13 @@ def _no_otel_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def run(tmp_path: Path, mode: str, **env: str) -> dict[str, Any]:
     clean = {k: v for k, v in os.environ.items()
              if k not in OTEL_ENVIRONMENT and not k.startswith("SCRAPY_")}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "items.jsonl"), mode],
-                          cwd=tmp_path, env={**clean, **env}, capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    settings = {**ADDON, "LOG_LEVEL": "WARNING", "LOCAL_ITEMS_PATH": str(tmp_path / "items.jsonl"),
+                "ROBOTSTXT_OBEY": False}
+    seen, _ = one_crawl(tmp_path, settings, mode=mode, roots=("opentelemetry", SPANS),
+                        env={**clean, **env})
+    seen["otel"] = [m for m in seen["modules"] if m.split(".")[0] == "opentelemetry"]
+    seen["spans_module"] = SPANS in seen["modules"]
+    return seen
 
 
 def test_a_crawl_without_an_endpoint_imports_nothing_of_opentelemetry(tmp_path: Path) -> None:
