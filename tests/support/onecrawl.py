@@ -6,6 +6,7 @@ those modules already."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -51,13 +52,23 @@ SCRIPT = textwrap.dedent("""
 
 
 def one_crawl(cwd: Path, settings: dict[str, Any], *, mode: str = "crawl",
-              roots: Iterable[str] = (), env: dict[str, str] | None = None
-              ) -> tuple[dict[str, Any], str]:
-    """Crawl (``mode="crawl"``) or only build the crawler (``"build"``) with *settings*: the
-    extensions built, in a crawl its spider middlewares and items, and the modules imported
-    under *roots* (``"aiohttp"``: the package and its modules); and the crawl's log."""
+              roots: Iterable[str] = (), unset: Iterable[str] = (),
+              env: dict[str, str] | None = None) -> tuple[dict[str, Any], str]:
+    """Crawl (``mode="crawl"``) or only build the crawler (``"build"``) with *settings*, in
+    *cwd*, robots.txt not asked for and the items to ``cwd/items.jsonl``: the extensions
+    built, in a crawl its spider middlewares and items, and the modules imported under
+    *roots* (``"aiohttp"``: the package and its modules); and the crawl's log.
+
+    The interpreter gets this process's environment but ``SCRAPY_*`` and the names in
+    *unset*, and *env* on top."""
+    settings = {"ROBOTSTXT_OBEY": False, "LOCAL_ITEMS_PATH": str(cwd / "items.jsonl"),
+                **settings}
+    dropped = set(unset)
+    environ = {k: v for k, v in os.environ.items()
+               if k not in dropped and not k.startswith("SCRAPY_")}
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, json.dumps(settings), mode, json.dumps(list(roots))],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False)
+        cwd=cwd, env={**environ, **(env or {})}, capture_output=True, text=True, timeout=120,
+        check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return dict(json.loads(done.stdout.strip().splitlines()[-1])), done.stderr

@@ -6,7 +6,6 @@ The crawls run in a fresh interpreter: other tests of this process may have impo
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +39,8 @@ def test_off_with_the_addon_on_when_the_project_asks() -> None:
 
 
 def crawl(tmp_path: Path, settings: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCRAPY_")}
-    settings = {**settings, "LOG_LEVEL": "INFO", "ROBOTSTXT_OBEY": False,
-                "LOCAL_ITEMS_PATH": str(tmp_path / "items.jsonl"),
-                "REMOTE_CONTROL_JOBS_DIR": str(tmp_path / "jobs")}
-    seen, log = one_crawl(tmp_path, settings, roots=("aiohttp",), env=env)
+    settings = {**settings, "LOG_LEVEL": "INFO", "REMOTE_CONTROL_JOBS_DIR": str(tmp_path / "jobs")}
+    seen, log = one_crawl(tmp_path, settings, roots=("aiohttp",))
     seen["aiohttp"] = "aiohttp" in seen["modules"]
     return seen, log
 

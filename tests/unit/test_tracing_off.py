@@ -12,7 +12,6 @@ and no other: none of tracing's (``opentelemetry.sdk.trace``, the exporter, the 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +31,7 @@ OTEL_ENVIRONMENT = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME")
 TRACING_MODULES = ("opentelemetry.sdk.trace", "opentelemetry.exporter", "opentelemetry.proto")
 SPANS = "crawler.extensions.tracingspans"
 
+
 @pytest.fixture(autouse=True)
 def _no_otel_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in OTEL_ENVIRONMENT:
@@ -39,12 +39,8 @@ def _no_otel_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(tmp_path: Path, mode: str, **env: str) -> dict[str, Any]:
-    clean = {k: v for k, v in os.environ.items()
-             if k not in OTEL_ENVIRONMENT and not k.startswith("SCRAPY_")}
-    settings = {**ADDON, "LOG_LEVEL": "WARNING", "LOCAL_ITEMS_PATH": str(tmp_path / "items.jsonl"),
-                "ROBOTSTXT_OBEY": False}
-    seen, _ = one_crawl(tmp_path, settings, mode=mode, roots=("opentelemetry", SPANS),
-                        env={**clean, **env})
+    seen, _ = one_crawl(tmp_path, {**ADDON, "LOG_LEVEL": "WARNING"}, mode=mode,
+                        roots=("opentelemetry", SPANS), unset=OTEL_ENVIRONMENT, env=env)
     seen["otel"] = [m for m in seen["modules"] if m.split(".")[0] == "opentelemetry"]
     seen["spans_module"] = SPANS in seen["modules"]
     return seen
